@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The README's test command: install, build, run the whole suite through ctest.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash scripts/setup.sh
+cd "${GOSSIP_BUILD_DIR:-build}"
+ctest --output-on-failure -j "$(nproc)" --timeout 300

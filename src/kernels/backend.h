@@ -1,0 +1,93 @@
+// One interface for the numerical work of a peer. The CPU backend (OpenBLAS + loops) is the
+// reference and is always built; the CUDA backend (cuBLAS + .cu kernels) sits beside it and is
+// chosen at run time. All float pointers passed to a backend are its own memory (device memory for
+// CUDA), obtained through DeviceArray; host pointers are named `host_*`.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace gossip::kernels {
+
+struct LossResult {
+  float loss_sum = 0;  // summed over the batch (not averaged)
+  int correct = 0;     // arg-max hits
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual bool is_host() const = 0;  // true when backend memory is plain host memory
+
+  // Memory.
+  virtual void* alloc_bytes(size_t bytes) = 0;
+  virtual void free_bytes(void* p) noexcept = 0;
+  virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  virtual void fill(float* p, float value, size_t n) = 0;
+  virtual void synchronize() = 0;
+
+  // C[m×n] = alpha·op(A)·op(B) + beta·C, all row-major; op(A) is m×k and op(B) is k×n.
+  virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                    const float* b, float beta, float* c) = 0;
+  // y[r][c] += bias[c], then ReLU when `relu`.
+  virtual void bias_act_forward(float* y, const float* bias, int rows, int cols, bool relu) = 0;
+  // dy[i] = 0 where y[i] <= 0 (y is the ReLU output).
+  virtual void relu_backward(float* dy, const float* y, size_t n) = 0;
+  // db[c] = Σ_r dy[r][c].
+  virtual void column_sum(const float* dy, float* db, int rows, int cols) = 0;
+  // Softmax cross-entropy over rows; writes dlogits = (softmax − onehot)·grad_scale when dlogits
+  // is not null. Labels outside [0, cols) are a programming error (checked by the data loader).
+  virtual LossResult softmax_xent(const float* logits, const int32_t* labels, int rows, int cols,
+                                  float* dlogits, float grad_scale) = 0;
+  // PyTorch-convention SGD: g += wd·w; v = μ·v + g; step = nesterov ? g + μ·v : v; w -= lr·step.
+  virtual void sgd_update(float* w, const float* g, float* v, size_t n, float lr, float momentum,
+                          float weight_decay, bool nesterov) = 0;
+  virtual void axpy(size_t n, float a, const float* x, float* y) = 0;  // y += a·x
+  virtual void scale(size_t n, float a, float* x) = 0;                 // x *= a
+};
+
+// "cpu", "cuda" or "auto" (CUDA when a device answers, else CPU with a log line).
+std::unique_ptr<Backend> make_backend(const std::string& device);
+std::unique_ptr<Backend> make_cpu_backend();
+// True when the CUDA backend was built and a device answers.
+bool cuda_device_available();
+
+// Move-only owner of backend memory (RAII): freed through the backend that allocated it.
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  // `backend` must outlive the array (the Model owns both and destroys arrays first).
+  DeviceArray(Backend& backend, size_t n)
+      : backend_(&backend), n_(n), p_(static_cast<T*>(n ? backend.alloc_bytes(n * sizeof(T)) : nullptr)) {}
+  ~DeviceArray() { reset(); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  DeviceArray(DeviceArray&& o) noexcept : backend_(o.backend_), n_(o.n_), p_(o.p_) { o.p_ = nullptr; o.n_ = 0; }
+  DeviceArray& operator=(DeviceArray&& o) noexcept {
+    if (this != &o) {
+      reset();
+      backend_ = o.backend_; n_ = o.n_; p_ = o.p_;
+      o.p_ = nullptr; o.n_ = 0;
+    }
+    return *this;
+  }
+  T* get() const { return p_; }
+  size_t size() const { return n_; }
+
+ private:
+  void reset() noexcept {
+    if (p_) backend_->free_bytes(p_);
+    p_ = nullptr;
+  }
+  Backend* backend_ = nullptr;
+  size_t n_ = 0;
+  T* p_ = nullptr;
+};
+
+}  // namespace gossip::kernels

@@ -1,0 +1,113 @@
+#include "kernels/cpu_backend.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "common/error.h"
+
+namespace gossip::kernels {
+
+CpuBackend::CpuBackend() = default;
+
+void* CpuBackend::alloc_bytes(size_t bytes) {
+  // 64-byte alignment keeps sgemm and the vectorised loops on aligned loads.
+  return ::operator new(bytes, std::align_val_t{64});
+}
+
+void CpuBackend::free_bytes(void* p) noexcept { ::operator delete(p, std::align_val_t{64}); }
+
+void CpuBackend::upload(void* dst, const void* host_src, size_t bytes) {
+  if (bytes) std::memcpy(dst, host_src, bytes);
+}
+void CpuBackend::download(void* host_dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(host_dst, src, bytes);
+}
+void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes && dst != src) std::memmove(dst, src, bytes);
+}
+void CpuBackend::fill(float* p, float value, size_t n) { std::fill(p, p + n, value); }
+
+void CpuBackend::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                      const float* b, float beta, float* c) {
+  if (m == 0 || n == 0) return;
+  const int lda = trans_a ? m : k;
+  const int ldb = trans_b ? k : n;
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+              m, n, k, alpha, a, lda, b, ldb, beta, c, n);
+}
+
+void CpuBackend::bias_act_forward(float* y, const float* bias, int rows, int cols, bool relu) {
+  for (int r = 0; r < rows; ++r) {
+    float* row = y + static_cast<size_t>(r) * cols;
+    if (relu) {
+      for (int c = 0; c < cols; ++c) row[c] = std::max(row[c] + bias[c], 0.0f);
+    } else {
+      for (int c = 0; c < cols; ++c) row[c] += bias[c];
+    }
+  }
+}
+
+void CpuBackend::relu_backward(float* dy, const float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+void CpuBackend::column_sum(const float* dy, float* db, int rows, int cols) {
+  std::fill(db, db + cols, 0.0f);
+  for (int r = 0; r < rows; ++r) {
+    const float* row = dy + static_cast<size_t>(r) * cols;
+    for (int c = 0; c < cols; ++c) db[c] += row[c];
+  }
+}
+
+LossResult CpuBackend::softmax_xent(const float* logits, const int32_t* labels, int rows, int cols,
+                                    float* dlogits, float grad_scale) {
+  LossResult result;
+  double loss = 0;
+  for (int r = 0; r < rows; ++r) {
+    const float* z = logits + static_cast<size_t>(r) * cols;
+    int arg = 0;
+    float zmax = z[0];
+    for (int c = 1; c < cols; ++c)
+      if (z[c] > zmax) zmax = z[c], arg = c;
+    double sum = 0;
+    for (int c = 0; c < cols; ++c) sum += std::exp(static_cast<double>(z[c] - zmax));
+    const int y = labels[r];
+    loss += std::log(sum) - (z[y] - zmax);
+    result.correct += arg == y;
+    if (dlogits) {
+      float* d = dlogits + static_cast<size_t>(r) * cols;
+      const double inv = 1.0 / sum;
+      for (int c = 0; c < cols; ++c)
+        d[c] = static_cast<float>((std::exp(static_cast<double>(z[c] - zmax)) * inv - (c == y)) * grad_scale);
+    }
+  }
+  result.loss_sum = static_cast<float>(loss);
+  return result;
+}
+
+void CpuBackend::sgd_update(float* w, const float* g, float* v, size_t n, float lr, float momentum,
+                            float weight_decay, bool nesterov) {
+  for (size_t i = 0; i < n; ++i) {
+    const float gi = g[i] + weight_decay * w[i];
+    const float vi = momentum * v[i] + gi;
+    v[i] = vi;
+    w[i] -= lr * (nesterov ? gi + momentum * vi : vi);
+  }
+}
+
+void CpuBackend::axpy(size_t n, float a, const float* x, float* y) {
+  for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void CpuBackend::scale(size_t n, float a, float* x) {
+  for (size_t i = 0; i < n; ++i) x[i] *= a;
+}
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace gossip::kernels

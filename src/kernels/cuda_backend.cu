@@ -1,0 +1,172 @@
+// CUDA backend: cuBLAS for gemm, .cu kernels for the rest, one stream, and a pinned host staging
+// buffer for uploads and downloads (so copies are DMA transfers, not pageable bounces).
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/cuda_check.h"
+#include "kernels/cuda_kernels.h"
+
+namespace gossip::kernels {
+namespace {
+
+// RAII owners of the CUDA handles (move-only through unique_ptr).
+struct StreamDeleter {
+  void operator()(CUstream_st* s) const noexcept { cudaStreamDestroy(s); }
+};
+struct CublasDeleter {
+  void operator()(cublasContext* h) const noexcept { cublasDestroy(h); }
+};
+struct PinnedDeleter {
+  void operator()(void* p) const noexcept { cudaFreeHost(p); }
+};
+
+constexpr size_t kStagingBytes = 8 << 20;  // pinned staging buffer; larger copies go in pieces
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend() {
+    cudaStream_t s;
+    GOSSIP_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    stream_.reset(s);
+    cublasHandle_t h;
+    GOSSIP_CUBLAS_CHECK(cublasCreate(&h));
+    cublas_.reset(h);
+    GOSSIP_CUBLAS_CHECK(cublasSetStream(h, s));
+    void* pinned;
+    GOSSIP_CUDA_CHECK(cudaMallocHost(&pinned, kStagingBytes));
+    staging_.reset(pinned);
+    int* scratch;
+    GOSSIP_CUDA_CHECK(cudaMalloc(&scratch, sizeof(int)));  // probe that allocation works
+    cudaFree(scratch);
+  }
+
+  std::string name() const override { return "cuda"; }
+  bool is_host() const override { return false; }
+
+  void* alloc_bytes(size_t bytes) override {
+    void* p = nullptr;
+    GOSSIP_CUDA_CHECK(cudaMalloc(&p, bytes));
+    return p;
+  }
+  void free_bytes(void* p) noexcept override { cudaFree(p); }
+
+  void upload(void* dst, const void* host_src, size_t bytes) override {
+    for (size_t off = 0; off < bytes; off += kStagingBytes) {
+      size_t len = std::min(kStagingBytes, bytes - off);
+      GOSSIP_CUDA_CHECK(cudaStreamSynchronize(stream()));  // staging buffer free again
+      std::memcpy(staging_.get(), static_cast<const char*>(host_src) + off, len);
+      GOSSIP_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + off, staging_.get(), len,
+                                        cudaMemcpyHostToDevice, stream()));
+    }
+    GOSSIP_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  }
+  void download(void* host_dst, const void* src, size_t bytes) override {
+    for (size_t off = 0; off < bytes; off += kStagingBytes) {
+      size_t len = std::min(kStagingBytes, bytes - off);
+      GOSSIP_CUDA_CHECK(cudaMemcpyAsync(staging_.get(), static_cast<const char*>(src) + off, len,
+                                        cudaMemcpyDeviceToHost, stream()));
+      GOSSIP_CUDA_CHECK(cudaStreamSynchronize(stream()));
+      std::memcpy(static_cast<char*>(host_dst) + off, staging_.get(), len);
+    }
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes) GOSSIP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()));
+  }
+  void fill(float* p, float value, size_t n) override { cuda::fill(p, value, n, stream()); check_launch(); }
+  void synchronize() override { GOSSIP_CUDA_CHECK(cudaStreamSynchronize(stream())); }
+
+  void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+            const float* b, float beta, float* c) override {
+    if (m == 0 || n == 0) return;
+    // Row-major C = op(A)op(B) is column-major Cᵀ = op(B)ᵀop(A)ᵀ: swap the operands.
+    const int lda = trans_a ? m : k;
+    const int ldb = trans_b ? k : n;
+    GOSSIP_CUBLAS_CHECK(cublasSgemm(cublas_.get(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                    trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a,
+                                    lda, &beta, c, n));
+  }
+  void bias_act_forward(float* y, const float* bias, int rows, int cols, bool relu) override {
+    cuda::bias_act_forward(y, bias, rows, cols, relu, stream());
+    check_launch();
+  }
+  void relu_backward(float* dy, const float* y, size_t n) override {
+    cuda::relu_backward(dy, y, n, stream());
+    check_launch();
+  }
+  void column_sum(const float* dy, float* db, int rows, int cols) override {
+    cuda::column_sum(dy, db, rows, cols, stream());
+    check_launch();
+  }
+  LossResult softmax_xent(const float* logits, const int32_t* labels, int rows, int cols,
+                          float* dlogits, float grad_scale) override {
+    ensure_row_scratch(rows);
+    cuda::softmax_xent(logits, labels, rows, cols, dlogits, grad_scale, row_loss_, row_hit_, stream());
+    check_launch();
+    std::vector<float> loss(rows);
+    std::vector<int> hit(rows);
+    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(loss.data(), row_loss_, rows * sizeof(float), cudaMemcpyDeviceToHost, stream()));
+    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(hit.data(), row_hit_, rows * sizeof(int), cudaMemcpyDeviceToHost, stream()));
+    GOSSIP_CUDA_CHECK(cudaStreamSynchronize(stream()));
+    LossResult r;
+    double sum = 0;
+    for (int i = 0; i < rows; ++i) sum += loss[i], r.correct += hit[i];
+    r.loss_sum = static_cast<float>(sum);
+    return r;
+  }
+  void sgd_update(float* w, const float* g, float* v, size_t n, float lr, float momentum,
+                  float weight_decay, bool nesterov) override {
+    cuda::sgd_update(w, g, v, n, lr, momentum, weight_decay, nesterov, stream());
+    check_launch();
+  }
+  void axpy(size_t n, float a, const float* x, float* y) override {
+    cuda::axpy(n, a, x, y, stream());
+    check_launch();
+  }
+  void scale(size_t n, float a, float* x) override {
+    cuda::scale(n, a, x, stream());
+    check_launch();
+  }
+
+  ~CudaBackend() override {
+    if (row_loss_) cudaFree(row_loss_);
+    if (row_hit_) cudaFree(row_hit_);
+  }
+
+ private:
+  cudaStream_t stream() const { return stream_.get(); }
+  static void check_launch() { GOSSIP_CUDA_CHECK(cudaGetLastError()); }
+  void ensure_row_scratch(int rows) {
+    if (rows <= row_capacity_) return;
+    if (row_loss_) cudaFree(row_loss_);
+    if (row_hit_) cudaFree(row_hit_);
+    row_loss_ = nullptr;
+    row_hit_ = nullptr;
+    GOSSIP_CUDA_CHECK(cudaMalloc(&row_loss_, rows * sizeof(float)));
+    GOSSIP_CUDA_CHECK(cudaMalloc(&row_hit_, rows * sizeof(int)));
+    row_capacity_ = rows;
+  }
+
+  std::unique_ptr<CUstream_st, StreamDeleter> stream_;
+  std::unique_ptr<cublasContext, CublasDeleter> cublas_;
+  std::unique_ptr<void, PinnedDeleter> staging_;
+  float* row_loss_ = nullptr;  // per-row scratch for softmax_xent, freed in the destructor
+  int* row_hit_ = nullptr;
+  int row_capacity_ = 0;
+};
+
+}  // namespace
+
+bool cuda_runtime_has_device() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
+
+}  // namespace gossip::kernels

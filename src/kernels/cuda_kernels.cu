@@ -1,0 +1,128 @@
+#include <cfloat>
+
+#include "kernels/cuda_kernels.h"
+
+namespace gossip::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(size_t n) {
+  size_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 * 8 ? (b ? b : 1) : 65535 * 8);
+}
+
+__global__ void fill_kernel(float* p, float value, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    p[i] = value;
+}
+
+__global__ void bias_act_kernel(float* y, const float* bias, int rows, int cols, bool relu) {
+  const size_t n = size_t(rows) * cols;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    float v = y[i] + bias[i % cols];
+    y[i] = relu ? fmaxf(v, 0.0f) : v;
+  }
+}
+
+__global__ void relu_backward_kernel(float* dy, const float* y, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    if (y[i] <= 0.0f) dy[i] = 0.0f;
+}
+
+// One thread per column: rows are summed in order, so results are deterministic.
+__global__ void column_sum_kernel(const float* dy, float* db, int rows, int cols) {
+  int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float s = 0;
+  for (int r = 0; r < rows; ++r) s += dy[size_t(r) * cols + c];
+  db[c] = s;
+}
+
+// One warp per row.
+__global__ void softmax_xent_kernel(const float* logits, const int32_t* labels, int rows, int cols,
+                                    float* dlogits, float grad_scale, float* row_loss, int* row_hit) {
+  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (warp >= rows) return;
+  const float* z = logits + size_t(warp) * cols;
+  float zmax = -FLT_MAX;
+  int arg = 0;
+  for (int c = lane; c < cols; c += 32)
+    if (z[c] > zmax) zmax = z[c], arg = c;
+  for (int off = 16; off > 0; off /= 2) {
+    float om = __shfl_down_sync(0xffffffff, zmax, off);
+    int oa = __shfl_down_sync(0xffffffff, arg, off);
+    if (om > zmax || (om == zmax && oa < arg)) zmax = om, arg = oa;
+  }
+  zmax = __shfl_sync(0xffffffff, zmax, 0);
+  arg = __shfl_sync(0xffffffff, arg, 0);
+  float sum = 0;
+  for (int c = lane; c < cols; c += 32) sum += expf(z[c] - zmax);
+  for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffff, sum, off);
+  sum = __shfl_sync(0xffffffff, sum, 0);
+  const int y = labels[warp];
+  if (dlogits) {
+    float* d = dlogits + size_t(warp) * cols;
+    for (int c = lane; c < cols; c += 32) d[c] = (expf(z[c] - zmax) / sum - (c == y ? 1.0f : 0.0f)) * grad_scale;
+  }
+  if (lane == 0) {
+    row_loss[warp] = logf(sum) - (z[y] - zmax);
+    row_hit[warp] = arg == y;
+  }
+}
+
+__global__ void sgd_kernel(float* w, const float* g, float* v, size_t n, float lr, float momentum,
+                           float wd, bool nesterov) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    float gi = g[i] + wd * w[i];
+    float vi = momentum * v[i] + gi;
+    v[i] = vi;
+    w[i] -= lr * (nesterov ? gi + momentum * vi : vi);
+  }
+}
+
+__global__ void axpy_kernel(size_t n, float a, const float* x, float* y) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    y[i] += a * x[i];
+}
+
+__global__ void scale_kernel(size_t n, float a, float* x) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    x[i] *= a;
+}
+
+}  // namespace
+
+void fill(float* p, float value, size_t n, cudaStream_t s) {
+  if (n) fill_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, value, n);
+}
+void bias_act_forward(float* y, const float* bias, int rows, int cols, bool relu, cudaStream_t s) {
+  size_t n = size_t(rows) * cols;
+  if (n) bias_act_kernel<<<blocks_for(n), kThreads, 0, s>>>(y, bias, rows, cols, relu);
+}
+void relu_backward(float* dy, const float* y, size_t n, cudaStream_t s) {
+  if (n) relu_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(dy, y, n);
+}
+void column_sum(const float* dy, float* db, int rows, int cols, cudaStream_t s) {
+  if (cols) column_sum_kernel<<<(cols + kThreads - 1) / kThreads, kThreads, 0, s>>>(dy, db, rows, cols);
+}
+void softmax_xent(const float* logits, const int32_t* labels, int rows, int cols, float* dlogits,
+                  float grad_scale, float* row_loss, int* row_hit, cudaStream_t s) {
+  if (!rows) return;
+  const int warps_per_block = kThreads / 32;
+  softmax_xent_kernel<<<(rows + warps_per_block - 1) / warps_per_block, kThreads, 0, s>>>(
+      logits, labels, rows, cols, dlogits, grad_scale, row_loss, row_hit);
+}
+void sgd_update(float* w, const float* g, float* v, size_t n, float lr, float momentum, float wd,
+                bool nesterov, cudaStream_t s) {
+  if (n) sgd_kernel<<<blocks_for(n), kThreads, 0, s>>>(w, g, v, n, lr, momentum, wd, nesterov);
+}
+void axpy(size_t n, float a, const float* x, float* y, cudaStream_t s) {
+  if (n) axpy_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, a, x, y);
+}
+void scale(size_t n, float a, float* x, cudaStream_t s) {
+  if (n) scale_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, a, x);
+}
+
+}  // namespace gossip::kernels::cuda

@@ -1,0 +1,23 @@
+// Launchers of the element-wise CUDA kernels; each enqueues on `stream` and returns at once.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace gossip::kernels::cuda {
+
+void fill(float* p, float value, size_t n, cudaStream_t stream);
+void bias_act_forward(float* y, const float* bias, int rows, int cols, bool relu, cudaStream_t stream);
+void relu_backward(float* dy, const float* y, size_t n, cudaStream_t stream);
+void column_sum(const float* dy, float* db, int rows, int cols, cudaStream_t stream);
+// Per-row loss and hit written to row_loss[rows] and row_hit[rows] (device memory).
+void softmax_xent(const float* logits, const int32_t* labels, int rows, int cols, float* dlogits,
+                  float grad_scale, float* row_loss, int* row_hit, cudaStream_t stream);
+void sgd_update(float* w, const float* g, float* v, size_t n, float lr, float momentum,
+                float weight_decay, bool nesterov, cudaStream_t stream);
+void axpy(size_t n, float a, const float* x, float* y, cudaStream_t stream);
+void scale(size_t n, float a, float* x, cudaStream_t stream);
+
+}  // namespace gossip::kernels::cuda

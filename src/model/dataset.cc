@@ -1,0 +1,87 @@
+#include "model/dataset.h"
+
+#include <cstring>
+#include <random>
+
+#include "common/error.h"
+#include "model/idx_reader.h"
+
+namespace gossip::model {
+namespace {
+
+// Fashion-MNIST pixel mean and standard deviation over the training set (after /255).
+constexpr float kMean = 0.2860f;
+constexpr float kStd = 0.3530f;
+
+Dataset load_split(const std::string& images_path, const std::string& labels_path) {
+  IdxArray images = read_idx(images_path);
+  IdxArray labels = read_idx(labels_path);
+  if (images.shape.size() != 3) throw Error(images_path, "expected a 3-D image array");
+  if (labels.shape.size() != 1) throw Error(labels_path, "expected a 1-D label array");
+  if (images.shape[0] != labels.shape[0])
+    throw Error(labels_path, std::to_string(labels.shape[0]) + " labels for " +
+                                 std::to_string(images.shape[0]) + " images in " + images_path);
+  Dataset d;
+  d.rows = images.shape[0];
+  d.cols = images.shape[1] * images.shape[2];
+  d.classes = 10;
+  d.x.resize(size_t(d.rows) * d.cols);
+  for (size_t i = 0; i < d.x.size(); ++i) d.x[i] = (images.data[i] / 255.0f - kMean) / kStd;
+  d.y.resize(d.rows);
+  for (int i = 0; i < d.rows; ++i) {
+    if (labels.data[i] >= d.classes)
+      throw Error(labels_path, "label " + std::to_string(labels.data[i]) + " at row " + std::to_string(i) +
+                                   " is outside 0..9");
+    d.y[i] = labels.data[i];
+  }
+  return d;
+}
+
+}  // namespace
+
+void Dataset::gather(const std::vector<int64_t>& indices, size_t begin, int count, float* host_x,
+                     int32_t* host_y) const {
+  for (int i = 0; i < count; ++i) {
+    const int64_t r = indices[begin + i];
+    std::memcpy(host_x + size_t(i) * cols, x.data() + size_t(r) * cols, sizeof(float) * cols);
+    host_y[i] = y[r];
+  }
+}
+
+TrainTest load_fashion_mnist(const std::string& dir) {
+  TrainTest tt;
+  tt.train = load_split(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz");
+  tt.test = load_split(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz");
+  return tt;
+}
+
+TrainTest make_synthetic(int train_rows, int test_rows, int dims, int classes, uint64_t seed, double noise) {
+  if (train_rows < 0 || test_rows < 0 || dims <= 0 || classes <= 1)
+    throw Error("synthetic data", "needs rows >= 0, dims > 0 and at least 2 classes");
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> centres(size_t(classes) * dims);
+  for (float& c : centres) c = 2.0f * normal(rng);
+  auto make = [&](int rows) {
+    Dataset d;
+    d.rows = rows;
+    d.cols = dims;
+    d.classes = classes;
+    d.x.resize(size_t(rows) * dims);
+    d.y.resize(rows);
+    std::uniform_int_distribution<int> pick(0, classes - 1);
+    for (int r = 0; r < rows; ++r) {
+      const int c = pick(rng);
+      d.y[r] = c;
+      for (int j = 0; j < dims; ++j)
+        d.x[size_t(r) * dims + j] = centres[size_t(c) * dims + j] + static_cast<float>(noise) * normal(rng);
+    }
+    return d;
+  };
+  TrainTest tt;
+  tt.train = make(train_rows);
+  tt.test = make(test_rows);
+  return tt;
+}
+
+}  // namespace gossip::model

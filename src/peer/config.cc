@@ -1,0 +1,341 @@
+#include "peer/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace gossip::peer {
+namespace {
+
+// Reads one YAML mapping, remembering which keys were consumed so that leftovers (typos) are
+// reported. `path` is the dotted field name used in messages.
+class MapReader {
+ public:
+  MapReader(const YAML::Node& node, std::string file, std::string path)
+      : node_(node), file_(std::move(file)), path_(std::move(path)) {
+    if (!node_.IsMap()) fail(node_, "expected a mapping");
+  }
+
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& what, const std::string& key = "") const {
+    std::string field = key.empty() ? path_ : (path_.empty() ? key : path_ + "." + key);
+    std::string where = file_;
+    if (at.Mark().line >= 0) where += ":" + std::to_string(at.Mark().line + 1);
+    throw Error(where, (field.empty() ? "" : "field '" + field + "': ") + what);
+  }
+
+  bool has(const std::string& key) {
+    used_.insert(key);
+    return node_[key].IsDefined() && !node_[key].IsNull();
+  }
+  YAML::Node get(const std::string& key) {
+    used_.insert(key);
+    return node_[key];
+  }
+  std::string child_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  const std::string& file() const { return file_; }
+
+  template <typename T>
+  void read(const std::string& key, T& out, const char* type_name) {
+    if (!has(key)) return;
+    YAML::Node v = get(key);
+    if (!v.IsScalar()) fail(v, std::string("expected ") + type_name, key);
+    try {
+      out = v.as<T>();
+    } catch (const YAML::Exception&) {
+      fail(v, std::string("expected ") + type_name + ", got '" + v.Scalar() + "'", key);
+    }
+  }
+  void read_string(const std::string& key, std::string& out, std::initializer_list<const char*> allowed = {}) {
+    read(key, out, "a string");
+    if (allowed.size() == 0 || !has(key)) return;
+    std::string list;
+    for (const char* a : allowed) {
+      if (out == a) return;
+      list += (list.empty() ? "" : ", ") + std::string(a);
+    }
+    fail(get(key), "'" + out + "' is not one of " + list, key);
+  }
+  template <typename T>
+  void read_number(const std::string& key, T& out, double min, double max) {
+    read(key, out, "a number");
+    if (has(key) && (static_cast<double>(out) < min || static_cast<double>(out) > max)) {
+      std::ostringstream msg;
+      msg << "value " << out << " is outside [" << min << ", " << max << "]";
+      fail(get(key), msg.str(), key);
+    }
+  }
+
+  // Every key present but never asked for is an error (catches typos like 'learning_rte').
+  void finish() {
+    for (auto it = node_.begin(); it != node_.end(); ++it) {
+      const std::string key = it->first.as<std::string>();
+      if (!used_.count(key)) fail(it->first, "unknown field", key);
+    }
+  }
+
+ private:
+  YAML::Node node_;
+  std::string file_;
+  std::string path_;
+  std::set<std::string> used_;
+};
+
+void parse_peers(MapReader& top, RunConfig& cfg) {
+  if (!top.has("peers")) {
+    cfg.peers.list = {PeerEntry{0, "tcp://127.0.0.1:0"}};
+    return;
+  }
+  YAML::Node node = top.get("peers");
+  if (node.IsSequence()) {
+    std::set<int> ids;
+    std::set<std::string> endpoints;
+    for (size_t i = 0; i < node.size(); ++i) {
+      MapReader p(node[i], top.file(), "peers[" + std::to_string(i) + "]");
+      PeerEntry e;
+      e.id = static_cast<int>(i);
+      p.read_number("id", e.id, 0, 1 << 20);
+      if (!p.has("endpoint")) p.fail(node[i], "missing field 'endpoint'");
+      p.read_string("endpoint", e.endpoint);
+      if (e.endpoint.rfind("tcp://", 0) != 0 && e.endpoint.rfind("ipc://", 0) != 0)
+        p.fail(p.get("endpoint"), "endpoint '" + e.endpoint + "' must start with tcp:// or ipc://", "endpoint");
+      if (!ids.insert(e.id).second) p.fail(node[i], "duplicate peer id " + std::to_string(e.id), "id");
+      const bool any_port = e.endpoint.size() > 2 && e.endpoint.compare(e.endpoint.size() - 2, 2, ":0") == 0;
+      if (!any_port && !endpoints.insert(e.endpoint).second)
+        p.fail(node[i], "duplicate endpoint " + e.endpoint, "endpoint");
+      if (e.id != static_cast<int>(i))
+        p.fail(node[i], "peer ids must be 0..n-1 in order; expected " + std::to_string(i), "id");
+      p.finish();
+      cfg.peers.list.push_back(e);
+    }
+    if (cfg.peers.list.empty()) top.fail(node, "needs at least one peer", "peers");
+    return;
+  }
+  MapReader p(node, top.file(), "peers");
+  int count = 1;
+  std::string host = "127.0.0.1";
+  int base_port = 0;
+  std::string ipc_dir;
+  if (!p.has("count")) p.fail(node, "missing field 'count'");
+  p.read_number("count", count, 1, 4096);
+  p.read_string("host", host);
+  p.read_number("base_port", base_port, 0, 65535);
+  p.read_string("ipc_dir", ipc_dir);
+  if (base_port != 0 && base_port + count - 1 > 65535) p.fail(p.get("base_port"), "base_port + count exceeds 65535", "base_port");
+  if (!ipc_dir.empty() && base_port != 0) p.fail(node, "give either base_port or ipc_dir, not both");
+  p.finish();
+  for (int i = 0; i < count; ++i) {
+    std::string ep = !ipc_dir.empty() ? "ipc://" + ipc_dir + "/peer-" + std::to_string(i)
+                                      : "tcp://" + host + ":" + std::to_string(base_port ? base_port + i : 0);
+    cfg.peers.list.push_back({i, ep});
+  }
+}
+
+void parse_topology(MapReader& top, RunConfig& cfg) {
+  if (!top.has("topology")) return;
+  YAML::Node node = top.get("topology");
+  auto kind_of = [&](const YAML::Node& at, const std::string& name, const std::string& field) {
+    try {
+      return topology::parse_kind(name);
+    } catch (const Error& e) {
+      top.fail(at, std::string(e.what()).substr(std::string("topology: ").size()), field);
+    }
+  };
+  if (node.IsScalar()) {
+    cfg.topology.kind = kind_of(node, node.Scalar(), "topology");
+    if (cfg.topology.kind == topology::Kind::kEdgeList) top.fail(node, "edge_list needs a mapping with 'edges'", "topology");
+    return;
+  }
+  MapReader t(node, top.file(), "topology");
+  std::string kind;
+  if (!t.has("kind")) t.fail(node, "missing field 'kind'");
+  t.read_string("kind", kind);
+  cfg.topology.kind = kind_of(t.get("kind"), kind, "topology.kind");
+  t.read_number("rows", cfg.topology.torus_rows, 0, 1 << 20);
+  if (t.has("edges")) {
+    YAML::Node edges = t.get("edges");
+    if (!edges.IsSequence()) t.fail(edges, "expected a list of [a, b] pairs", "edges");
+    for (size_t i = 0; i < edges.size(); ++i) {
+      const YAML::Node& e = edges[i];
+      if (!e.IsSequence() || e.size() != 2)
+        t.fail(e, "edge " + std::to_string(i) + " must be a pair [a, b]", "edges");
+      try {
+        cfg.topology.edges.push_back({e[0].as<int>(), e[1].as<int>()});
+      } catch (const YAML::Exception&) {
+        t.fail(e, "edge " + std::to_string(i) + " must hold two integers", "edges");
+      }
+    }
+  } else if (cfg.topology.kind == topology::Kind::kEdgeList) {
+    t.fail(node, "edge_list needs 'edges'");
+  }
+  t.finish();
+  if (cfg.topology.kind == topology::Kind::kEdgeList) {
+    try {
+      topology::validate_edge_list(cfg.topology.edges, cfg.peers.count());
+    } catch (const Error& e) {
+      t.fail(t.get("edges"), e.what(), "edges");
+    }
+  }
+  if (cfg.topology.kind == topology::Kind::kTorus) {
+    try {
+      topology::torus_shape(cfg.topology, cfg.peers.count());
+    } catch (const Error& e) {
+      t.fail(node, e.what(), "rows");
+    }
+  }
+}
+
+void parse_algorithm(MapReader& top, RunConfig& cfg) {
+  if (!top.has("algorithm")) return;
+  YAML::Node node = top.get("algorithm");
+  AlgorithmConfig& a = cfg.algorithm;
+  std::string kind = "none";
+  if (node.IsScalar()) {
+    kind = node.Scalar();
+  } else {
+    MapReader r(node, top.file(), "algorithm");
+    r.read_string("kind", kind);
+    r.read_number("global_average_every", a.global_average_every, 0, 1e9);
+    r.read("overlap", a.overlap, "true or false");
+    r.read_number("max_staleness", a.max_staleness, 0, 1000);
+    r.read_number("timeout_s", a.timeout_s, 0.1, 86400);
+    r.read_number("chunk_bytes", a.chunk_bytes, 4096, 1 << 30);
+    r.finish();
+  }
+  static const std::pair<const char*, Algorithm> kinds[] = {{"none", Algorithm::kNone},
+                                                            {"gossip", Algorithm::kGossip},
+                                                            {"push_sum", Algorithm::kPushSum},
+                                                            {"local_sgd", Algorithm::kLocalSgd},
+                                                            {"allreduce", Algorithm::kAllReduce}};
+  for (auto [name, k] : kinds)
+    if (kind == name) {
+      a.kind = k;
+      if (k == Algorithm::kLocalSgd && a.global_average_every == 0)
+        top.fail(node, "local_sgd needs global_average_every: H > 0", "algorithm");
+      if (k == Algorithm::kAllReduce) a.global_average_every = 1;
+      return;
+    }
+  top.fail(node, "unknown algorithm '" + kind + "' (valid: none, gossip, push_sum, local_sgd, allreduce)", "algorithm");
+}
+
+void parse_data(MapReader& top, RunConfig& cfg) {
+  if (!top.has("data")) return;
+  MapReader d(top.get("data"), top.file(), "data");
+  DataConfig& c = cfg.data;
+  d.read_string("dataset", c.dataset, {"fashion-mnist", "synthetic"});
+  d.read_string("dir", c.dir);
+  d.read_string("sharding", c.sharding, {"iid", "dirichlet"});
+  d.read_number("dirichlet_alpha", c.dirichlet_alpha, 1e-6, 1e6);
+  d.read_number("limit_train", c.limit_train, 0, 1e12);
+  if (d.has("synthetic")) {
+    MapReader s(d.get("synthetic"), top.file(), "data.synthetic");
+    s.read_number("train", c.synthetic_train, 1, 1e8);
+    s.read_number("test", c.synthetic_test, 1, 1e8);
+    s.read_number("dims", c.synthetic_dims, 1, 1e6);
+    s.read_number("classes", c.synthetic_classes, 2, 1e5);
+    s.finish();
+  }
+  d.finish();
+}
+
+void parse_train(MapReader& top, RunConfig& cfg) {
+  TrainConfig& t = cfg.train;
+  if (top.has("model")) {
+    MapReader m(top.get("model"), top.file(), "model");
+    if (m.has("hidden")) {
+      YAML::Node h = m.get("hidden");
+      if (!h.IsSequence()) m.fail(h, "expected a list of layer widths", "hidden");
+      t.hidden.clear();
+      for (size_t i = 0; i < h.size(); ++i) {
+        int w = 0;
+        try {
+          w = h[i].as<int>();
+        } catch (const YAML::Exception&) {
+          m.fail(h[i], "layer widths must be integers", "hidden");
+        }
+        if (w <= 0 || w > (1 << 20)) m.fail(h[i], "layer width " + std::to_string(w) + " out of range", "hidden");
+        t.hidden.push_back(w);
+      }
+    }
+    m.finish();
+  }
+  if (!top.has("optimizer")) return;
+  MapReader o(top.get("optimizer"), top.file(), "optimizer");
+  o.read_number("lr", t.schedule.base_lr, 0, 1e3);
+  o.read_number("momentum", t.optimizer.momentum, 0, 0.9999);
+  o.read("nesterov", t.optimizer.nesterov, "true or false");
+  o.read_number("weight_decay", t.optimizer.weight_decay, 0, 1);
+  o.read_number("batch", t.batch, 1, 1 << 16);
+  o.read_number("epochs", t.epochs, 0, 1e6);
+  if (o.has("schedule")) {
+    YAML::Node s = o.get("schedule");
+    if (s.IsScalar()) {
+      t.schedule.kind = s.Scalar();
+    } else {
+      MapReader sr(s, top.file(), "optimizer.schedule");
+      sr.read_string("kind", t.schedule.kind);
+      sr.read_number("warmup_steps", t.schedule.warmup_steps, 0, 1e12);
+      sr.read_number("step_every", t.schedule.step_every, 0, 1e12);
+      sr.read_number("gamma", t.schedule.gamma, 0, 1);
+      sr.read_number("min_lr", t.schedule.min_lr, 0, 1e3);
+      sr.finish();
+    }
+    if (t.schedule.kind != "constant" && t.schedule.kind != "step" && t.schedule.kind != "cosine")
+      o.fail(s, "'" + t.schedule.kind + "' is not one of constant, step, cosine", "schedule");
+  }
+  o.finish();
+}
+
+}  // namespace
+
+std::string algorithm_name(Algorithm a) {
+  switch (a) {
+    case Algorithm::kNone: return "none";
+    case Algorithm::kGossip: return "gossip";
+    case Algorithm::kPushSum: return "push_sum";
+    case Algorithm::kLocalSgd: return "local_sgd";
+    case Algorithm::kAllReduce: return "allreduce";
+  }
+  return "?";
+}
+
+RunConfig parse_config(const std::string& yaml_text, const std::string& file_name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::ParserException& e) {
+    throw Error(file_name + ":" + std::to_string(e.mark.line + 1), "malformed YAML: " + e.msg);
+  }
+  if (!root.IsDefined() || root.IsNull()) throw Error(file_name, "empty configuration");
+  RunConfig cfg;
+  cfg.file = file_name;
+  MapReader top(root, file_name, "");
+  top.read_number("seed", cfg.seed, 0, 1.8e19);
+  top.read_string("device", cfg.device, {"auto", "cpu", "cuda"});
+  top.read_number("log_every", cfg.log_every, 1, 1e9);
+  top.read_string("init", cfg.init, {"same", "per_rank"});
+  parse_peers(top, cfg);
+  parse_topology(top, cfg);
+  parse_algorithm(top, cfg);
+  parse_data(top, cfg);
+  parse_train(top, cfg);
+  top.finish();
+  // push-sum works on any column-stochastic graph, and every kind here is at least that.
+  if (cfg.algorithm.kind == Algorithm::kGossip && topology::is_directed(cfg.topology.kind))
+    throw Error(file_name, "field 'topology': " + topology::kind_name(cfg.topology.kind) +
+                               " is only column-stochastic; use algorithm push_sum with it");
+  return cfg;
+}
+
+RunConfig load_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path, "cannot open configuration file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), path);
+}
+
+}  // namespace gossip::peer

@@ -1,0 +1,79 @@
+// The run configuration, parsed once from YAML into plain structs. Defaults live in the member
+// initialisers; every field is validated and errors name the file, line and field.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/optimizer.h"
+#include "model/schedule.h"
+#include "topology/topology.h"
+
+namespace YAML {
+class Node;
+}
+
+namespace gossip::peer {
+
+struct PeerEntry {
+  int id = 0;
+  std::string endpoint;  // tcp://host:port (port 0 = any free port, found through rendezvous) or ipc://path
+};
+
+struct PeersConfig {
+  std::vector<PeerEntry> list;  // one entry per peer, ids 0..n-1 in order
+  int count() const { return static_cast<int>(list.size()); }
+};
+
+enum class Algorithm { kNone, kGossip, kPushSum, kLocalSgd, kAllReduce };
+
+struct AlgorithmConfig {
+  Algorithm kind = Algorithm::kNone;  // none = independent training (single peer)
+  int global_average_every = 0;       // H > 0: exact global average after every H-th step (Gossip-PGA)
+  bool overlap = false;               // push-sum: communicate while the next step computes
+  int max_staleness = 2;              // overlap: rounds a neighbour's message may lag before we wait
+  double timeout_s = 60;              // a neighbour silent this long is reported as dead
+  int64_t chunk_bytes = 1 << 20;      // payload frames are at most this large
+};
+
+struct DataConfig {
+  std::string dataset = "fashion-mnist";          // fashion-mnist | synthetic
+  std::string dir = "/usr/share/datasets/fashion-mnist";
+  std::string sharding = "iid";                   // iid | dirichlet
+  double dirichlet_alpha = 0.5;                   // sharding=dirichlet: concentration
+  int64_t limit_train = 0;                        // use only the first N training rows (0 = all)
+  int synthetic_train = 4000;                     // dataset=synthetic: rows
+  int synthetic_test = 1000;
+  int synthetic_dims = 32;
+  int synthetic_classes = 4;
+};
+
+struct TrainConfig {
+  std::vector<int> hidden = {256, 256};  // hidden layer widths of the MLP
+  int batch = 64;                        // per-peer batch size
+  double epochs = 3;                     // passes over the peer's shard (fractions allowed)
+  model::OptimizerConfig optimizer;      // momentum 0.9 by default
+  model::ScheduleConfig schedule;        // constant lr 0.05 by default
+};
+
+struct RunConfig {
+  std::string file;                  // where the config came from (for messages)
+  uint64_t seed = 1;                 // model init, shuffles and sharding derive from it
+  std::string device = "auto";       // auto | cpu | cuda
+  int log_every = 100;               // steps between progress lines
+  std::string init = "same";         // same | per_rank: identical or per-peer initial models
+  PeersConfig peers;
+  topology::Graph topology;
+  AlgorithmConfig algorithm;
+  DataConfig data;
+  TrainConfig train;
+};
+
+// Throws gossip::Error with "file:line: field 'a.b': problem" on any bad input.
+RunConfig load_config(const std::string& path);
+RunConfig parse_config(const std::string& yaml_text, const std::string& file_name);
+
+std::string algorithm_name(Algorithm a);
+
+}  // namespace gossip::peer

@@ -1,0 +1,140 @@
+#include "peer/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iomanip>
+#include <random>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "model/schedule.h"
+#include "model/sharding.h"
+
+namespace gossip::peer {
+
+model::TrainTest load_data(const DataConfig& c, uint64_t seed) {
+  model::TrainTest tt;
+  if (c.dataset == "synthetic") {
+    tt = model::make_synthetic(c.synthetic_train, c.synthetic_test, c.synthetic_dims, c.synthetic_classes, seed);
+  } else {
+    tt = model::load_fashion_mnist(c.dir);
+  }
+  if (c.limit_train > 0 && c.limit_train < tt.train.rows) {
+    tt.train.rows = static_cast<int>(c.limit_train);
+    tt.train.x.resize(size_t(tt.train.rows) * tt.train.cols);
+    tt.train.y.resize(tt.train.rows);
+  }
+  return tt;
+}
+
+Trainer::Trainer(const RunConfig& config, int rank, int n, StepHook* hook)
+    : config_(config), rank_(rank), hook_(hook) {
+  data_ = load_data(config.data, config.seed);
+  const uint64_t shard_seed = config.seed * 0x9E3779B97F4A7C15ull + 17;
+  shard_ = config.data.sharding == "dirichlet"
+               ? model::shard_dirichlet(data_.train.y, data_.train.classes, n, rank, config.data.dirichlet_alpha, shard_seed)
+               : model::shard_iid(data_.train.rows, n, rank, shard_seed);
+  if (shard_.empty())
+    throw Error(config.file, "peer " + std::to_string(rank) + " got an empty data shard (" +
+                                 std::to_string(data_.train.rows) + " rows over " + std::to_string(n) + " peers)");
+  const int batch = config.train.batch;
+  // Every peer runs the same number of steps (synchronous algorithms need it), whatever its shard
+  // size: one epoch is the data set divided by n·batch.
+  steps_per_epoch_ = std::max<int64_t>(1, data_.train.rows / (int64_t(n) * batch));
+  total_steps_ = static_cast<int64_t>(std::ceil(config.train.epochs * steps_per_epoch_));
+
+  backend_ = kernels::make_backend(config.device);
+  std::vector<int> dims{data_.train.cols};
+  dims.insert(dims.end(), config.train.hidden.begin(), config.train.hidden.end());
+  dims.push_back(data_.train.classes);
+  model_ = std::make_unique<model::Mlp>(*backend_, dims, std::max(batch, 1024));
+  model_->init(config.init == "per_rank" ? config.seed + 1000003ull * (rank + 1) : config.seed);
+  sgd_ = std::make_unique<model::Sgd>(*model_, config.train.optimizer);
+  batch_x_.resize(size_t(std::max(batch, 1024)) * data_.train.cols);
+  batch_y_.resize(std::max(batch, 1024));
+  epoch_of_shard_ = 0;
+  cursor_ = shard_.size();  // forces a shuffle before the first batch
+}
+
+void Trainer::next_batch() {
+  const int batch = config_.train.batch;
+  for (int filled = 0; filled < batch;) {
+    if (cursor_ >= shard_.size()) {
+      std::mt19937_64 rng(config_.seed ^ (uint64_t(rank_) << 32) ^ (epoch_of_shard_++ * 0x9E3779B97F4A7C15ull));
+      std::shuffle(shard_.begin(), shard_.end(), rng);
+      cursor_ = 0;
+    }
+    const int take = static_cast<int>(std::min<size_t>(batch - filled, shard_.size() - cursor_));
+    data_.train.gather(shard_, cursor_, take, batch_x_.data() + size_t(filled) * data_.train.cols,
+                       batch_y_.data() + filled);
+    cursor_ += take;
+    filled += take;
+  }
+}
+
+EvalResult Trainer::evaluate(const model::Dataset& data) {
+  constexpr int kEvalBatch = 1024;
+  std::vector<int64_t> all(data.rows);
+  for (int i = 0; i < data.rows; ++i) all[i] = i;
+  double loss = 0;
+  int64_t correct = 0;
+  for (int begin = 0; begin < data.rows; begin += kEvalBatch) {
+    const int count = std::min(kEvalBatch, data.rows - begin);
+    data.gather(all, begin, count, batch_x_.data(), batch_y_.data());
+    model::BatchStats s = model_->evaluate(batch_x_.data(), batch_y_.data(), count);
+    loss += s.loss_sum;
+    correct += s.correct;
+  }
+  return {data.rows ? loss / data.rows : 0, data.rows ? double(correct) / data.rows : 0};
+}
+
+TrainResult Trainer::run() {
+  using Clock = std::chrono::steady_clock;
+  const int batch = config_.train.batch;
+  TrainResult result;
+  double interval_loss = 0;
+  int64_t interval_correct = 0, interval_count = 0;
+  auto start = Clock::now(), interval_start = start;
+  log("peer ", rank_, ": ", model_->num_params(), " parameters, ", shard_.size(), " training rows, ",
+      total_steps_, " steps (", steps_per_epoch_, " per epoch), backend ", backend_->name());
+  for (int64_t step = 0; step < total_steps_; ++step) {
+    next_batch();
+    if (hook_) hook_->before_step(step, *model_);
+    model::BatchStats s = model_->train_batch(batch_x_.data(), batch_y_.data(), batch);
+    if (!std::isfinite(s.loss_sum))
+      throw Error("peer " + std::to_string(rank_), "training loss became " + std::to_string(s.loss_sum) +
+                                                       " at step " + std::to_string(step) + " (lower the learning rate)");
+    sgd_->step(model::learning_rate(config_.train.schedule, step, total_steps_));
+    if (hook_) hook_->after_step(step, *model_);
+    interval_loss += s.loss_sum;
+    interval_correct += s.correct;
+    interval_count += s.count;
+    const bool last = step + 1 == total_steps_;
+    if ((step + 1) % config_.log_every == 0 || last) {
+      backend_->synchronize();
+      const double secs = std::chrono::duration<double>(Clock::now() - interval_start).count();
+      std::ostringstream line;
+      line << std::fixed << std::setprecision(4) << "step " << step + 1 << "/" << total_steps_ << " epoch "
+           << std::setprecision(2) << double(step + 1) / steps_per_epoch_ << std::setprecision(4) << " loss "
+           << interval_loss / interval_count << " train_acc " << double(interval_correct) / interval_count
+           << std::setprecision(0) << " samples/s " << interval_count / std::max(secs, 1e-9);
+      if (hook_) line << hook_->log_extra(step, *model_);
+      log(line.str());
+      result.final_train_loss = interval_loss / interval_count;
+      interval_loss = 0;
+      interval_correct = interval_count = 0;
+      interval_start = Clock::now();
+    }
+  }
+  backend_->synchronize();
+  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  result.steps = total_steps_;
+  result.samples_per_s = total_steps_ * batch / std::max(secs, 1e-9);
+  if (hook_) hook_->finish(*model_);
+  result.test = evaluate(data_.test);
+  return result;
+}
+
+}  // namespace gossip::peer

@@ -1,0 +1,77 @@
+// The local training loop of one peer: data shard, model, optimiser and schedule. Communication
+// plugs in through StepHook, so the loop is the same for a single peer and for every algorithm.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/backend.h"
+#include "model/dataset.h"
+#include "model/mlp.h"
+#include "model/optimizer.h"
+#include "peer/config.h"
+
+namespace gossip::peer {
+
+// Hooks the communication layer into the loop. Every method runs on the training thread.
+class StepHook {
+ public:
+  virtual ~StepHook() = default;
+  // Before the gradient of step `step` is computed (push-sum de-biases here).
+  virtual void before_step(int64_t /*step*/, model::Mlp& /*model*/) {}
+  // After the local optimiser step: gossip mixes, PGA averages.
+  virtual void after_step(int64_t step, model::Mlp& model) = 0;
+  // Extra text for the progress line of `step` (e.g. the consensus distance).
+  virtual std::string log_extra(int64_t /*step*/, model::Mlp& /*model*/) { return ""; }
+  // After the last step, before the final evaluation; may replace the model by the global average.
+  virtual void finish(model::Mlp& /*model*/) {}
+};
+
+struct EvalResult {
+  double loss = 0;
+  double accuracy = 0;
+};
+
+struct TrainResult {
+  int64_t steps = 0;
+  double samples_per_s = 0;
+  double final_train_loss = 0;
+  EvalResult test;
+};
+
+class Trainer {
+ public:
+  // `rank` of `n` peers selects the data shard; `hook` may be null (no communication).
+  Trainer(const RunConfig& config, int rank, int n, StepHook* hook);
+
+  TrainResult run();
+  EvalResult evaluate(const model::Dataset& data);
+
+  model::Mlp& model() { return *model_; }
+  const model::TrainTest& data() const { return data_; }
+  int64_t total_steps() const { return total_steps_; }
+
+ private:
+  void next_batch();
+
+  RunConfig config_;
+  int rank_;
+  StepHook* hook_;  // owned by the caller, outlives the trainer
+  model::TrainTest data_;
+  std::vector<int64_t> shard_;
+  size_t cursor_ = 0;
+  uint64_t epoch_of_shard_ = 0;
+  std::unique_ptr<kernels::Backend> backend_;
+  std::unique_ptr<model::Mlp> model_;
+  std::unique_ptr<model::Sgd> sgd_;
+  int64_t steps_per_epoch_ = 0;
+  int64_t total_steps_ = 0;
+  std::vector<float> batch_x_;
+  std::vector<int32_t> batch_y_;
+};
+
+// Loads (or synthesises) the data set named by the config.
+model::TrainTest load_data(const DataConfig& config, uint64_t seed);
+
+}  // namespace gossip::peer

@@ -1,0 +1,110 @@
+#include "peer/config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "common/error.h"
+
+namespace gossip::peer {
+namespace {
+
+std::string error_of(const std::string& yaml) {
+  try {
+    parse_config(yaml, "test.yaml");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Config, DefaultsForAnEmptyMapping) {
+  RunConfig c = parse_config("seed: 3", "t.yaml");
+  EXPECT_EQ(c.seed, 3u);
+  EXPECT_EQ(c.peers.count(), 1);
+  EXPECT_EQ(c.train.batch, 64);
+  EXPECT_EQ(c.train.hidden, (std::vector<int>{256, 256}));
+  EXPECT_EQ(c.algorithm.kind, Algorithm::kNone);
+}
+
+TEST(Config, FullConfig) {
+  RunConfig c = parse_config(R"(
+peers: {count: 4, host: 127.0.0.1, base_port: 29500}
+topology: {kind: torus, rows: 2}
+algorithm: {kind: gossip, global_average_every: 6}
+model: {hidden: [32, 16]}
+data: {dataset: synthetic, sharding: dirichlet, dirichlet_alpha: 0.1, synthetic: {train: 100, test: 10, dims: 4, classes: 3}}
+optimizer: {lr: 0.1, momentum: 0.5, nesterov: true, batch: 8, epochs: 2, schedule: {kind: step, step_every: 10, gamma: 0.5}}
+)", "t.yaml");
+  EXPECT_EQ(c.peers.count(), 4);
+  EXPECT_EQ(c.peers.list[3].endpoint, "tcp://127.0.0.1:29503");
+  EXPECT_EQ(c.topology.kind, topology::Kind::kTorus);
+  EXPECT_EQ(c.topology.torus_rows, 2);
+  EXPECT_EQ(c.algorithm.global_average_every, 6);
+  EXPECT_EQ(c.train.hidden, (std::vector<int>{32, 16}));
+  EXPECT_EQ(c.data.synthetic_classes, 3);
+  EXPECT_TRUE(c.train.optimizer.nesterov);
+  EXPECT_EQ(c.train.schedule.kind, "step");
+}
+
+// Each malformed input gives one error naming file, line and field.
+struct BadCase {
+  const char* yaml;
+  const char* must_contain;
+};
+
+class BadConfig : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadConfig, NamesFileLineAndField) {
+  std::string e = error_of(GetParam().yaml);
+  ASSERT_FALSE(e.empty()) << "accepted: " << GetParam().yaml;
+  EXPECT_NE(e.find("test.yaml:"), std::string::npos) << e;
+  EXPECT_NE(e.find(GetParam().must_contain), std::string::npos) << e;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BadConfig,
+    ::testing::Values(
+        BadCase{"seed: 1\noptimizer: {lr: fast}\n", "optimizer.lr"},
+        BadCase{"seed: 1\noptimizer:\n  learning_rte: 0.1\n", "optimizer.learning_rte"},
+        BadCase{"topology: hypercube\n", "unknown topology 'hypercube'"},
+        BadCase{"peers: {count: 0}\n", "peers.count"},
+        BadCase{"peers:\n  - {id: 0, endpoint: tcp://127.0.0.1:5000}\n  - {id: 0, endpoint: tcp://127.0.0.1:5001}\n",
+                "duplicate peer id"},
+        BadCase{"peers:\n  - {endpoint: tcp://127.0.0.1:5000}\n  - {endpoint: tcp://127.0.0.1:5000}\n",
+                "duplicate endpoint"},
+        BadCase{"peers:\n  - {endpoint: udp://x}\n", "must start with tcp:// or ipc://"},
+        BadCase{"peers: {host: x}\n", "missing field 'count'"},
+        BadCase{"algorithm: telepathy\n", "unknown algorithm"},
+        BadCase{"algorithm: local_sgd\n", "global_average_every"},
+        BadCase{"model: {hidden: [10, -3]}\n", "model.hidden"},
+        BadCase{"device: tpu\n", "field 'device'"},
+        BadCase{"seed: [1, 2\n", "malformed YAML"},
+        BadCase{"peers: {count: 3}\ntopology: {kind: edge_list, edges: [[0, 1]]}\n", "disconnected"},
+        BadCase{"peers: {count: 3}\ntopology: {kind: edge_list, edges: [[0, 1], [1, 7]]}\n", "outside"},
+        BadCase{"peers: {count: 6}\ntopology: {kind: torus, rows: 4}\n", "does not divide"},
+        BadCase{"peers: {count: 4}\ntopology: push_sum_one_peer_exponential\nalgorithm: gossip\n", "push_sum"},
+        BadCase{"data: {sharding: random}\n", "data.sharding"}));
+
+TEST(Config, MissingFileNamesIt) {
+  try {
+    load_config("/nonexistent/x.yaml");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/x.yaml"), std::string::npos);
+  }
+}
+
+TEST(Config, ShippedConfigsParse) {
+  namespace fs = std::filesystem;
+  int parsed = 0;
+  for (const auto& entry : fs::directory_iterator(std::string(GOSSIP_SOURCE_DIR) + "/configs")) {
+    if (entry.path().extension() != ".yaml") continue;
+    EXPECT_NO_THROW(load_config(entry.path().string())) << entry.path();
+    ++parsed;
+  }
+  EXPECT_GE(parsed, 1);
+}
+
+}  // namespace
+}  // namespace gossip::peer

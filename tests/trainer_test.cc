@@ -1,0 +1,68 @@
+#include "peer/trainer.h"
+
+#include <gtest/gtest.h>
+
+namespace gossip::peer {
+namespace {
+
+RunConfig synthetic_config() {
+  RunConfig c = parse_config(R"(
+seed: 4
+device: cpu
+log_every: 1000
+model: {hidden: [32]}
+data: {dataset: synthetic, synthetic: {train: 2000, test: 500, dims: 16, classes: 4}}
+optimizer: {lr: 0.05, momentum: 0.9, batch: 32, epochs: 2}
+)", "synthetic.yaml");
+  return c;
+}
+
+TEST(Trainer, SinglePeerLearnsSyntheticData) {
+  Trainer t(synthetic_config(), 0, 1, nullptr);
+  TrainResult r = t.run();
+  EXPECT_EQ(r.steps, 2 * (2000 / 32));
+  EXPECT_GT(r.test.accuracy, 0.9);
+  EXPECT_GT(r.samples_per_s, 0);
+}
+
+TEST(Trainer, DeterministicGivenSeed) {
+  RunConfig c = synthetic_config();
+  c.train.epochs = 0.5;
+  Trainer a(c, 0, 1, nullptr), b(c, 0, 1, nullptr);
+  a.run();
+  b.run();
+  EXPECT_EQ(a.model().download_params(), b.model().download_params());
+}
+
+// Hooks run once per step, in order, on the training thread.
+TEST(Trainer, HookSeesEveryStep) {
+  struct Counter : StepHook {
+    int64_t before = 0, after = 0;
+    bool finished = false;
+    void before_step(int64_t step, model::Mlp&) override { EXPECT_EQ(step, before++); }
+    void after_step(int64_t step, model::Mlp&) override { EXPECT_EQ(step, after++); }
+    void finish(model::Mlp&) override { finished = true; }
+  } hook;
+  RunConfig c = synthetic_config();
+  c.train.epochs = 0.25;
+  Trainer t(c, 1, 2, &hook);
+  TrainResult r = t.run();
+  EXPECT_EQ(hook.after, r.steps);
+  EXPECT_EQ(hook.before, r.steps);
+  EXPECT_TRUE(hook.finished);
+}
+
+TEST(Trainer, MissingDataDirectoryNamesTheFile) {
+  RunConfig c = synthetic_config();
+  c.data.dataset = "fashion-mnist";
+  c.data.dir = "/nonexistent-data";
+  try {
+    Trainer t(c, 0, 1, nullptr);
+    FAIL();
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent-data/train-images-idx3-ubyte.gz"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace gossip::peer
