@@ -41,7 +41,10 @@ TEST(Trainer, HookSeesEveryStep) {
     bool finished = false;
     void before_step(int64_t step, model::Mlp&) override { EXPECT_EQ(step, before++); }
     void after_step(int64_t step, model::Mlp&) override { EXPECT_EQ(step, after++); }
-    void finish(model::Mlp&) override { finished = true; }
+    bool finish(model::Mlp&) override {
+      finished = true;
+      return false;
+    }
   } hook;
   RunConfig c = synthetic_config();
   c.train.epochs = 0.25;

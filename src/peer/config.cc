@@ -316,6 +316,7 @@ RunConfig parse_config(const std::string& yaml_text, const std::string& file_nam
   top.read_number("seed", cfg.seed, 0, 1.8e19);
   top.read_string("device", cfg.device, {"auto", "cpu", "cuda"});
   top.read_number("log_every", cfg.log_every, 1, 1e9);
+  top.read_number("consensus_every", cfg.consensus_every, 0, 1e9);
   top.read_string("init", cfg.init, {"same", "per_rank"});
   parse_peers(top, cfg);
   parse_topology(top, cfg);

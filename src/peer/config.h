@@ -61,7 +61,8 @@ struct RunConfig {
   std::string file;                  // where the config came from (for messages)
   uint64_t seed = 1;                 // model init, shuffles and sharding derive from it
   std::string device = "auto";       // auto | cpu | cuda
-  int log_every = 100;               // steps between progress lines
+  int log_every = 100;               // steps between progress lines (with the consensus distance)
+  int consensus_every = 0;           // also log Ξ every this many steps (0 = only at progress lines)
   std::string init = "same";         // same | per_rank: identical or per-peer initial models
   PeersConfig peers;
   topology::Graph topology;

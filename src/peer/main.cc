@@ -1,6 +1,7 @@
 // gossip-peer: one peer of a decentralized training run.
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <iomanip>
 #include <sstream>
 
@@ -8,7 +9,9 @@
 #include "common/flags.h"
 #include "common/log.h"
 #include "peer/config.h"
+#include "peer/decentralized_hook.h"
 #include "peer/trainer.h"
+#include "peer/zmq_transport.h"
 
 namespace {
 
@@ -18,6 +21,7 @@ int run(int argc, char** argv) {
   flags.add_string("rank", "this peer's rank; else SLURM_PROCID / OMPI_COMM_WORLD_RANK / 0", std::nullopt);
   flags.add_string("device", "override the YAML's device: auto, cpu or cuda", std::nullopt);
   flags.add_string("epochs", "override optimizer.epochs", std::nullopt);
+  flags.add_string("rendezvous", "directory where peers bound to port 0 publish their endpoints", std::nullopt);
   flags.add_bool("help", "print this help");
   flags.parse(argc, argv);
   if (flags.get_bool("help")) {
@@ -40,13 +44,42 @@ int run(int argc, char** argv) {
   if (rank < 0 || rank >= n)
     throw gossip::Error("gossip-peer", "rank " + std::to_string(rank) + " is outside 0.." + std::to_string(n - 1) +
                                            " (" + cfg.file + " lists " + std::to_string(n) + " peers)");
-  if (n > 1 && cfg.algorithm.kind == gossip::peer::Algorithm::kNone)
-    gossip::log("note: ", n, " peers but algorithm none: each peer trains alone");
-  gossip::peer::Trainer trainer(cfg, rank, n, nullptr);
-  gossip::peer::TrainResult r = trainer.run();
+  gossip::set_log_prefix("[peer " + std::to_string(rank) + "] ");
+  using gossip::peer::Algorithm;
+  if (n > 1 && cfg.algorithm.kind == Algorithm::kNone) gossip::log("note: ", n, " peers but algorithm none: each trains alone");
+
+  std::unique_ptr<gossip::peer::ZmqTransport> transport;
+  std::unique_ptr<gossip::peer::DecentralizedHook> hook;
+  std::unique_ptr<gossip::peer::Trainer> trainer;
+  if (cfg.algorithm.kind != Algorithm::kNone && n > 1) {
+    gossip::peer::ZmqTransportOptions opt;
+    opt.rank = rank;
+    for (const auto& p : cfg.peers.list) opt.endpoints.push_back(p.endpoint);
+    if (flags.has("rendezvous")) opt.rendezvous_dir = flags.get_string("rendezvous");
+    opt.max_chunk_bytes = static_cast<size_t>(cfg.algorithm.chunk_bytes);
+    opt.connect_timeout_s = cfg.algorithm.timeout_s;
+    // Bind before loading data, so neighbours can queue messages to us while we start.
+    transport = std::make_unique<gossip::peer::ZmqTransport>(opt);
+    gossip::log("bound ", transport->bound_endpoint(), ", algorithm ", gossip::peer::algorithm_name(cfg.algorithm.kind),
+                ", topology ", gossip::topology::kind_name(cfg.topology.kind), ", ", n, " peers");
+  }
+  trainer = std::make_unique<gossip::peer::Trainer>(cfg, rank, n, nullptr);
+  if (transport) {
+    transport->set_max_total_floats(trainer->model().num_params() + 16);
+    hook = std::make_unique<gossip::peer::DecentralizedHook>(cfg, *transport, trainer->model().num_params());
+    trainer->set_hook(hook.get());
+  }
+  gossip::peer::TrainResult r = trainer->run();
   std::ostringstream out;
   out << std::fixed << std::setprecision(4) << "final: peer " << rank << " test_acc " << r.test.accuracy
-      << " test_loss " << r.test.loss << " samples/s " << std::setprecision(0) << r.samples_per_s;
+      << " test_loss " << r.test.loss;
+  if (r.averaged) out << " averaged_model_test_acc " << r.averaged->accuracy;
+  out << " samples/s " << std::setprecision(0) << r.samples_per_s;
+  if (transport) {
+    const auto s = transport->stats();
+    out << std::setprecision(1) << " sent_MB " << s.bytes_sent / 1e6 << " received_MB " << s.bytes_received / 1e6
+        << " wait_s " << s.wait_seconds << " dropped " << s.messages_dropped;
+  }
   gossip::log(out.str());
   return 0;
 }

@@ -132,8 +132,8 @@ TrainResult Trainer::run() {
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
   result.steps = total_steps_;
   result.samples_per_s = total_steps_ * batch / std::max(secs, 1e-9);
-  if (hook_) hook_->finish(*model_);
   result.test = evaluate(data_.test);
+  if (hook_ && hook_->finish(*model_)) result.averaged = evaluate(data_.test);
   return result;
 }
 

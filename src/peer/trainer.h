@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kernels/backend.h"
@@ -24,8 +25,9 @@ class StepHook {
   virtual void after_step(int64_t step, model::Mlp& model) = 0;
   // Extra text for the progress line of `step` (e.g. the consensus distance).
   virtual std::string log_extra(int64_t /*step*/, model::Mlp& /*model*/) { return ""; }
-  // After the last step, before the final evaluation; may replace the model by the global average.
-  virtual void finish(model::Mlp& /*model*/) {}
+  // After the last step and the evaluation of this peer's own model; returns true when it replaced
+  // the model by the global average (which is then evaluated too).
+  virtual bool finish(model::Mlp& /*model*/) { return false; }
 };
 
 struct EvalResult {
@@ -37,7 +39,8 @@ struct TrainResult {
   int64_t steps = 0;
   double samples_per_s = 0;
   double final_train_loss = 0;
-  EvalResult test;
+  EvalResult test;                     // this peer's own model
+  std::optional<EvalResult> averaged;  // the global average of all peers' models, when there is one
 };
 
 class Trainer {
@@ -46,6 +49,8 @@ class Trainer {
   Trainer(const RunConfig& config, int rank, int n, StepHook* hook);
 
   TrainResult run();
+  // Installs the communication hook (after construction, once the model size is known).
+  void set_hook(StepHook* hook) { hook_ = hook; }
   EvalResult evaluate(const model::Dataset& data);
 
   model::Mlp& model() { return *model_; }

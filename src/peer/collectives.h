@@ -1,0 +1,59 @@
+// Building blocks over a Transport: chunked vector send/receive, a pool of send snapshots, and the
+// ring all-reduce (reduce-scatter + all-gather) the peers run among themselves — no server.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "peer/transport.h"
+
+namespace gossip::peer {
+
+// Reusable host buffers for outgoing data. A buffer is reused once the transport has released
+// every reference to it, so steady-state rounds allocate nothing.
+class SnapshotPool {
+ public:
+  // A shared copy of x[0, n), optionally scaled by `scale`.
+  std::shared_ptr<const std::vector<float>> copy(const float* x, size_t n, float scale = 1.0f);
+
+ private:
+  std::vector<std::shared_ptr<std::vector<float>>> buffers_;
+};
+
+struct VectorRef {
+  MessageKind kind;
+  uint64_t round;
+  uint32_t tag = 0;
+};
+
+// Sends data[0, count) — elements [offset, offset + count) of a vector of `total` floats — to
+// `peer`, as chunks of at most `chunk_floats`. A zero-length vector still sends one message.
+void send_vector(Transport& t, int peer, const VectorRef& ref, std::shared_ptr<const std::vector<float>> data,
+                 size_t offset, size_t count, size_t total, double weight, size_t chunk_floats);
+
+// Receives the chunks of [offset, offset + count) from `peer` and calls fold(index, values, n)
+// for each, index relative to `offset`. Returns the sender's weight field. Throws gossip::Error
+// naming the peer when nothing arrives before `timeout_s` passes.
+double receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,
+                      const std::function<void(size_t, const float*, size_t)>& fold);
+
+class RingAllReduce {
+ public:
+  RingAllReduce(Transport& transport, size_t chunk_floats, double timeout_s)
+      : t_(&transport), chunk_floats_(chunk_floats), timeout_s_(timeout_s) {}
+  // x ← Σ_peers x, in place. Every peer must call it with the same n, in the same order. The
+  // result is bitwise identical on every peer.
+  void sum(float* x, size_t n);
+  // x ← (1/n_peers)·Σ_peers x.
+  void average(float* x, size_t n);
+
+ private:
+  Transport* t_;  // owned by the peer's main, outlives every algorithm object
+  size_t chunk_floats_;
+  double timeout_s_;
+  uint64_t sequence_ = 0;  // collective number: matches messages of the same call across peers
+  SnapshotPool pool_;
+};
+
+}  // namespace gossip::peer

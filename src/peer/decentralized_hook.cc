@@ -1,0 +1,118 @@
+#include "peer/decentralized_hook.h"
+
+#include <cmath>
+#include <cstring>
+#include <iomanip>
+#include <sstream>
+
+#include "common/log.h"
+
+namespace gossip::peer {
+
+DecentralizedHook::DecentralizedHook(const RunConfig& config, Transport& transport, size_t floats)
+    : algo_(config.algorithm),
+      consensus_every_(config.consensus_every),
+      log_every_(config.log_every),
+      t_(&transport),
+      floats_(floats),
+      allreduce_(transport, static_cast<size_t>(config.algorithm.chunk_bytes) / sizeof(float), config.algorithm.timeout_s) {
+  const size_t chunk = static_cast<size_t>(algo_.chunk_bytes) / sizeof(float);
+  if (algo_.kind == Algorithm::kGossip)
+    gossip_.emplace(transport, config.topology, floats, chunk, algo_.timeout_s);
+  if (algo_.kind == Algorithm::kPushSum)
+    push_sum_.emplace(transport, config.topology, floats, chunk, algo_.timeout_s, algo_.overlap, algo_.max_staleness);
+}
+
+float* DecentralizedHook::host_params(model::Mlp& model) {
+  if (model.backend().is_host()) return model.params();
+  host_.resize(floats_);
+  model.backend().download(host_.data(), model.params(), floats_ * sizeof(float));
+  return host_.data();
+}
+
+void DecentralizedHook::store_params(model::Mlp& model) {
+  if (!model.backend().is_host()) model.backend().upload(model.params(), host_.data(), floats_ * sizeof(float));
+}
+
+void DecentralizedHook::before_step(int64_t, model::Mlp& model) {
+  if (push_sum_ && !push_sum_started_) {
+    push_sum_->init(host_params(model));
+    push_sum_started_ = true;
+  }
+}
+
+void DecentralizedHook::global_average(float* x) {
+  if (!push_sum_) {
+    allreduce_.average(x, floats_);
+    return;
+  }
+  // Push-sum: average numerators and weights together, so every peer ends at Σx / Σw.
+  std::vector<float>& num = push_sum_->numerator();
+  scratch_.assign(num.begin(), num.end());
+  scratch_.push_back(static_cast<float>(push_sum_->weight()));
+  allreduce_.average(scratch_.data(), scratch_.size());
+  push_sum_->set_state(scratch_.data(), scratch_.back());
+  const float inv = 1.0f / scratch_.back();
+  for (size_t i = 0; i < floats_; ++i) x[i] = scratch_[i] * inv;
+}
+
+void DecentralizedHook::after_step(int64_t step, model::Mlp& model) {
+  float* x = host_params(model);
+  const int h = algo_.global_average_every;
+  if (h > 0 && (step + 1) % h == 0) {
+    global_average(x);
+  } else if (gossip_) {
+    gossip_->step(static_cast<uint64_t>(step), x);
+  } else if (push_sum_) {
+    push_sum_->step(static_cast<uint64_t>(step), x);
+  }
+  store_params(model);
+  if (consensus_every_ > 0 && (step + 1) % consensus_every_ == 0 && (step + 1) % log_every_ != 0) {
+    Consensus c = consensus(x);
+    if (t_->rank() == 0) {
+      std::ostringstream line;
+      line << std::scientific << std::setprecision(4) << "consensus step " << step + 1 << " xi " << c.distance
+           << " rel " << c.relative();
+      log(line.str());
+    }
+  }
+}
+
+Consensus DecentralizedHook::consensus(const float* x) {
+  scratch_.assign(x, x + floats_);
+  allreduce_.average(scratch_.data(), floats_);
+  double local = 0, norm = 0;
+  for (size_t i = 0; i < floats_; ++i) {
+    const double d = double(x[i]) - scratch_[i];
+    local += d * d;
+    norm += double(scratch_[i]) * scratch_[i];
+  }
+  float sum[1] = {static_cast<float>(local)};
+  allreduce_.sum(sum, 1);
+  return {sum[0] / t_->size(), norm};
+}
+
+std::string DecentralizedHook::log_extra(int64_t step, model::Mlp& model) {
+  Consensus c = consensus(host_params(model));
+  const TransportStats s = t_->stats();
+  std::ostringstream out;
+  out << std::scientific << std::setprecision(3) << " consensus " << c.distance << " rel " << c.relative()
+      << std::fixed << std::setprecision(1) << " sent_MB " << s.bytes_sent / 1e6 << " wait_s " << s.wait_seconds;
+  if (consensus_every_ > 0 && (step + 1) % consensus_every_ == 0 && t_->rank() == 0) {
+    std::ostringstream line;
+    line << std::scientific << std::setprecision(4) << "consensus step " << step + 1 << " xi " << c.distance
+         << " rel " << c.relative();
+    log(line.str());
+  }
+  return out.str();
+}
+
+bool DecentralizedHook::finish(model::Mlp& model) {
+  float* x = host_params(model);
+  if (push_sum_) push_sum_->drain(x);
+  global_average(x);
+  store_params(model);
+  return true;
+}
+
+}  // namespace gossip::peer

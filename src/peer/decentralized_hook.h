@@ -1,0 +1,55 @@
+// Plugs an algorithm into the training loop: after each local step it mixes the parameter buffer
+// (gossip or push-sum), every H-th step it replaces that by an exact global average among the
+// peers (Gossip-PGA, local SGD, all-reduce), it measures the consensus distance
+// Ξ = (1/n)·Σ‖x_i − x̄‖² on request, and at the end it averages the models.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "peer/collectives.h"
+#include "peer/config.h"
+#include "peer/gossip_step.h"
+#include "peer/push_sum_step.h"
+#include "peer/trainer.h"
+
+namespace gossip::peer {
+
+struct Consensus {
+  double distance = 0;     // Ξ
+  double mean_norm2 = 0;   // ‖x̄‖²
+  double relative() const { return mean_norm2 > 0 ? distance / mean_norm2 : 0; }
+};
+
+class DecentralizedHook final : public StepHook {
+ public:
+  DecentralizedHook(const RunConfig& config, Transport& transport, size_t floats);
+
+  void before_step(int64_t step, model::Mlp& model) override;
+  void after_step(int64_t step, model::Mlp& model) override;
+  std::string log_extra(int64_t step, model::Mlp& model) override;
+  bool finish(model::Mlp& model) override;
+
+  // Collective: every peer must call it at the same point. x is this peer's (de-biased) model.
+  Consensus consensus(const float* x);
+
+ private:
+  float* host_params(model::Mlp& model);     // the model's buffer on the host (downloads for CUDA)
+  void store_params(model::Mlp& model);      // uploads host_ back when the model is on a device
+  void global_average(float* x);
+
+  AlgorithmConfig algo_;
+  int consensus_every_;
+  int log_every_;
+  Transport* t_;  // owned by the peer's main, outlives the hook
+  size_t floats_;
+  RingAllReduce allreduce_;
+  std::optional<GossipStep> gossip_;
+  std::optional<PushSumStep> push_sum_;
+  bool push_sum_started_ = false;
+  std::vector<float> host_;     // host copy of the parameters for device backends
+  std::vector<float> scratch_;  // x̄ for the consensus distance
+};
+
+}  // namespace gossip::peer

@@ -1,0 +1,74 @@
+// The abstract transport between peers (after gloo's transport/ interface). The ZeroMQ
+// implementation (zmq_transport.h) sits beside it, and an in-process fake (inproc_transport.h)
+// serves the tests. Sends are asynchronous and zero-copy; receives match on
+// (kind, sender, round, tag) and wait until a deadline.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <tuple>
+#include <string>
+#include <vector>
+
+#include "peer/wire_format.h"
+
+namespace gossip::peer {
+
+using Clock = std::chrono::steady_clock;
+
+// Keeps the bytes of an outgoing message alive until they have left: the transport holds a
+// reference, so the sender may drop its own at once (zero-copy sends).
+using Owner = std::shared_ptr<const void>;
+
+struct OutMessage {
+  Header header;                // kind, round, tag, total_floats, offset, weight filled by the caller
+  const float* data = nullptr;  // `count` floats, kept alive by `owner`
+  size_t count = 0;
+  Owner owner;
+};
+
+// A received chunk; `owner` keeps `data` alive (it points into the network buffer: no copy).
+struct InMessage {
+  Header header;
+  const float* data = nullptr;
+  size_t count = 0;
+  std::shared_ptr<void> owner;
+};
+
+struct MatchKey {
+  MessageKind kind;
+  int sender;
+  uint64_t round;
+  uint32_t tag = 0;
+  bool operator<(const MatchKey& o) const {
+    return std::tie(kind, sender, round, tag) < std::tie(o.kind, o.sender, o.round, o.tag);
+  }
+};
+
+struct TransportStats {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t messages_dropped = 0;
+  double wait_seconds = 0;  // time the training thread spent blocked in receive()
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Queues a message to `peer` and returns at once. Sender and epoch are filled in here.
+  virtual void send(int peer, OutMessage message) = 0;
+  // Next chunk matching `key`, in arrival order; nullopt once `deadline` passes. Rethrows an
+  // error stored by the communication thread.
+  [[nodiscard]] virtual std::optional<InMessage> receive(const MatchKey& key, Clock::time_point deadline) = 0;
+  // True when a chunk matching `key` is already here (never blocks).
+  [[nodiscard]] virtual bool ready(const MatchKey& key) = 0;
+  // Description of a peer for error messages (its endpoint).
+  virtual std::string describe(int peer) const = 0;
+  virtual TransportStats stats() const = 0;
+};
+
+}  // namespace gossip::peer

@@ -1,0 +1,156 @@
+#include "peer/wire_format.h"
+
+#include <cstring>
+
+namespace gossip::peer {
+namespace {
+
+static_assert(sizeof(double) == 8 && sizeof(float) == 4, "wire format assumes IEEE-754 sizes");
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "payload floats travel in host order: little-endian only");
+
+template <typename T>
+void put(uint8_t*& p, T v) {
+  std::memcpy(p, &v, sizeof(T));  // little-endian host (asserted above)
+  p += sizeof(T);
+}
+template <typename T>
+T get(const uint8_t*& p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  p += sizeof(T);
+  return v;
+}
+
+uint32_t crc_table[8][256];
+bool make_table() {
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+    crc_table[0][i] = c;
+  }
+  for (uint32_t i = 0; i < 256; ++i)
+    for (int t = 1; t < 8; ++t) crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+  return true;
+}
+const bool table_ready = make_table();
+
+uint32_t crc32c_soft(const uint8_t* p, size_t n, uint32_t crc) {
+  while (n >= 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    v ^= crc;
+    crc = crc_table[7][v & 0xFF] ^ crc_table[6][(v >> 8) & 0xFF] ^ crc_table[5][(v >> 16) & 0xFF] ^
+          crc_table[4][(v >> 24) & 0xFF] ^ crc_table[3][(v >> 32) & 0xFF] ^ crc_table[2][(v >> 40) & 0xFF] ^
+          crc_table[1][(v >> 48) & 0xFF] ^ crc_table[0][v >> 56];
+    p += 8;
+    n -= 8;
+  }
+  while (n--) crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xFF];
+  return crc;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) uint32_t crc32c_hw(const uint8_t* p, size_t n, uint32_t crc) {
+  uint64_t c = crc;
+  while (n >= 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    c = __builtin_ia32_crc32di(c, v);
+    p += 8;
+    n -= 8;
+  }
+  uint32_t c32 = static_cast<uint32_t>(c);
+  while (n--) c32 = __builtin_ia32_crc32qi(c32, *p++);
+  return c32;
+}
+const bool have_sse42 = __builtin_cpu_supports("sse4.2");
+#endif
+
+}  // namespace
+
+uint32_t crc32c(const void* data, size_t bytes, uint32_t seed) {
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  uint32_t crc = ~seed;
+#if defined(__x86_64__)
+  if (have_sse42) return ~crc32c_hw(p, bytes, crc);
+#endif
+  (void)table_ready;
+  return ~crc32c_soft(p, bytes, crc);
+}
+
+void encode_header(const Header& h, uint8_t* out) {
+  uint8_t* p = out;
+  put(p, h.magic);
+  put(p, h.version);
+  put(p, h.kind);
+  put(p, h.sender);
+  put(p, h.epoch);
+  put(p, h.round);
+  put(p, h.tag);
+  put(p, h.payload_bytes);
+  put(p, h.total_floats);
+  put(p, h.offset);
+  put(p, h.weight);
+  put(p, h.reserved);
+  put(p, h.checksum);
+}
+static_assert(4 + 2 + 2 + 4 + 4 + 8 + 4 + 4 + 8 + 8 + 8 + 4 + 4 == kHeaderBytes, "header layout is 64 bytes");
+
+Header decode_header(const uint8_t* in) {
+  const uint8_t* p = in;
+  Header h;
+  h.magic = get<uint32_t>(p);
+  h.version = get<uint16_t>(p);
+  h.kind = get<uint16_t>(p);
+  h.sender = get<uint32_t>(p);
+  h.epoch = get<uint32_t>(p);
+  h.round = get<uint64_t>(p);
+  h.tag = get<uint32_t>(p);
+  h.payload_bytes = get<uint32_t>(p);
+  h.total_floats = get<uint64_t>(p);
+  h.offset = get<uint64_t>(p);
+  h.weight = get<double>(p);
+  h.reserved = get<uint32_t>(p);
+  h.checksum = get<uint32_t>(p);
+  return h;
+}
+
+uint32_t message_checksum(const Header& h, const void* payload, size_t payload_bytes) {
+  uint8_t buf[kHeaderBytes];
+  encode_header(h, buf);
+  return crc32c(payload, payload_bytes, crc32c(buf, kHeaderBytes - 4));
+}
+
+std::optional<std::string> validate_message(const void* header, size_t header_bytes, const void* payload,
+                                            size_t payload_bytes, Header* decoded) {
+  if (header_bytes != kHeaderBytes)
+    return "header frame of " + std::to_string(header_bytes) + " bytes (expected " + std::to_string(kHeaderBytes) + ")";
+  Header h = decode_header(static_cast<const uint8_t*>(header));
+  if (h.magic != kMagic) return "wrong magic (not a gossip peer?)";
+  if (h.version != kProtocolVersion)
+    return "protocol version " + std::to_string(h.version) + " (this peer speaks " + std::to_string(kProtocolVersion) + ")";
+  if (h.kind < static_cast<uint16_t>(MessageKind::kGossip) || h.kind > static_cast<uint16_t>(MessageKind::kAllGather))
+    return "unknown message kind " + std::to_string(h.kind);
+  if (h.payload_bytes != payload_bytes)
+    return "payload of " + std::to_string(payload_bytes) + " bytes but header says " + std::to_string(h.payload_bytes);
+  if (payload_bytes % sizeof(float) != 0) return "payload is not a whole number of floats";
+  const uint64_t count = payload_bytes / sizeof(float);
+  if (h.offset > h.total_floats || count > h.total_floats - h.offset)
+    return "chunk [" + std::to_string(h.offset) + ", +" + std::to_string(count) + ") outside a vector of " +
+           std::to_string(h.total_floats);
+  if (message_checksum(h, payload, payload_bytes) != h.checksum) return "checksum mismatch";
+  *decoded = h;
+  return std::nullopt;
+}
+
+std::string kind_name(uint16_t kind) {
+  switch (static_cast<MessageKind>(kind)) {
+    case MessageKind::kGossip: return "gossip";
+    case MessageKind::kPushSum: return "push-sum";
+    case MessageKind::kReduceScatter: return "reduce-scatter";
+    case MessageKind::kAllGather: return "all-gather";
+  }
+  return "kind " + std::to_string(kind);
+}
+
+}  // namespace gossip::peer

@@ -1,0 +1,58 @@
+// The one wire format of gossip (after leveldb's log_format.h / coding.h). Every message is two
+// ZeroMQ frames: a fixed 64-byte little-endian header, then the payload (float32 values, sent
+// zero-copy from the sender's buffer). Large buffers travel as several chunks, each a message
+// whose header says where its values go (offset) in a vector of `total_floats`.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace gossip::peer {
+
+inline constexpr uint32_t kMagic = 0x50535347;  // "GSSP" read as little-endian bytes
+inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr size_t kHeaderBytes = 64;
+
+enum class MessageKind : uint16_t {
+  kGossip = 1,         // x of a symmetric/doubly-stochastic mixing round
+  kPushSum = 2,        // (p·x, p·w) of a push-sum round; weight carries p·w
+  kReduceScatter = 3,  // ring all-reduce, first half; tag = step
+  kAllGather = 4,      // ring all-reduce, second half; tag = step
+};
+
+struct Header {
+  uint32_t magic = kMagic;
+  uint16_t version = kProtocolVersion;
+  uint16_t kind = 0;           // MessageKind
+  uint32_t sender = 0;         // rank of the sender
+  uint32_t epoch = 0;          // membership epoch the sender is in
+  uint64_t round = 0;          // gossip round, or collective sequence number
+  uint32_t tag = 0;            // step inside a collective
+  uint32_t payload_bytes = 0;  // size of the payload frame
+  uint64_t total_floats = 0;   // length of the whole vector this chunk belongs to
+  uint64_t offset = 0;         // first float of this chunk inside that vector
+  double weight = 0;           // push-sum weight (p·w); 0 elsewhere
+  uint32_t reserved = 0;
+  uint32_t checksum = 0;       // CRC32C of header bytes [0, 60) then the payload
+};
+
+// Fixed-width little-endian encoding; `out` must hold kHeaderBytes.
+void encode_header(const Header& h, uint8_t* out);
+Header decode_header(const uint8_t* in);
+
+// CRC32C (Castagnoli), hardware-accelerated where the CPU has SSE4.2.
+uint32_t crc32c(const void* data, size_t bytes, uint32_t seed = 0);
+
+// Computes the checksum over the encoded header (minus its checksum field) and the payload.
+uint32_t message_checksum(const Header& h, const void* payload, size_t payload_bytes);
+
+// Why a received message is rejected, or nullopt when it is well formed. Checks sizes, magic,
+// version, kind and checksum; the caller checks what depends on the run (sender, model size).
+std::optional<std::string> validate_message(const void* header, size_t header_bytes, const void* payload,
+                                            size_t payload_bytes, Header* decoded);
+
+std::string kind_name(uint16_t kind);
+
+}  // namespace gossip::peer

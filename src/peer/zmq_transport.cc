@@ -1,0 +1,277 @@
+#include "peer/zmq_transport.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "common/error.h"
+#include "common/log.h"
+
+namespace gossip::peer {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string rendezvous_path(const std::string& dir, int peer) { return dir + "/peer-" + std::to_string(peer); }
+
+bool is_any_port(const std::string& ep) {
+  return ep.rfind("tcp://", 0) == 0 && ep.size() > 2 && ep.compare(ep.size() - 2, 2, ":0") == 0;
+}
+
+void publish_endpoint(const std::string& dir, int rank, const std::string& endpoint) {
+  const std::string path = rendezvous_path(dir, rank), tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << endpoint << "\n";
+    if (!out) throw Error(tmp, "cannot write the rendezvous file");
+  }
+  fs::rename(tmp, path);  // atomic: readers see the whole endpoint or nothing
+}
+
+}  // namespace
+
+// One neighbour we send to; lives on the comm thread only.
+struct ZmqTransport::Link {
+  std::optional<zmq::socket_t> dealer;
+  std::deque<OutMessage> pending;
+  Clock::time_point first_wait{};
+};
+
+ZmqTransport::ZmqTransport(ZmqTransportOptions options)
+    : options_(std::move(options)), context_(1), max_total_floats_(options_.max_total_floats) {
+  if (options_.rank < 0 || options_.rank >= size())
+    throw Error("transport", "rank " + std::to_string(options_.rank) + " outside the peer list");
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) throw Error("transport", std::string("eventfd: ") + std::strerror(errno));
+  std::promise<std::string> bound;
+  std::future<std::string> bound_future = bound.get_future();
+  thread_ = std::thread(&ZmqTransport::comm_main, this, std::move(bound));
+  try {
+    bound_endpoint_ = bound_future.get();
+  } catch (...) {
+    thread_.join();
+    ::close(wake_fd_);
+    throw;
+  }
+}
+
+ZmqTransport::~ZmqTransport() {
+  stop_ = true;
+  wake();
+  if (thread_.joinable()) thread_.join();
+  ::close(wake_fd_);
+}
+
+void ZmqTransport::wake() {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof(one));
+}
+
+void ZmqTransport::send(int peer, OutMessage message) {
+  if (peer < 0 || peer >= size() || peer == rank())
+    throw Error("transport", "cannot send to peer " + std::to_string(peer));
+  message.header.sender = static_cast<uint32_t>(rank());
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    queue_.emplace_back(peer, std::move(message));
+  }
+  wake();
+}
+
+std::optional<InMessage> ZmqTransport::receive(const MatchKey& key, Clock::time_point deadline) {
+  const auto start = Clock::now();
+  auto m = mailbox_.take(key, deadline);
+  wait_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+  return m;
+}
+
+std::string ZmqTransport::describe(int peer) const {
+  if (peer < 0 || peer >= size()) return "peer " + std::to_string(peer);
+  std::string ep = options_.endpoints[peer];
+  if (is_any_port(ep) && !options_.rendezvous_dir.empty()) {
+    std::ifstream in(rendezvous_path(options_.rendezvous_dir, peer));
+    std::string published;
+    if (in >> published) ep = published;
+  }
+  return "peer " + std::to_string(peer) + " (" + ep + ")";
+}
+
+TransportStats ZmqTransport::stats() const {
+  TransportStats s;
+  s.bytes_sent = bytes_sent_;
+  s.bytes_received = bytes_received_;
+  s.messages_dropped = dropped_;
+  s.wait_seconds = wait_ns_ * 1e-9;
+  return s;
+}
+
+void ZmqTransport::comm_main(std::promise<std::string> bound) {
+  bool announced = false;
+  try {
+    zmq::socket_t router(context_, zmq::socket_type::router);
+    router.set(zmq::sockopt::linger, 0);
+    router.set(zmq::sockopt::router_handover, 1);
+    router.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(options_.max_chunk_bytes + 4096));
+    router.set(zmq::sockopt::rcvhwm, 4096);
+    std::string ep = options_.endpoints[rank()];
+    const bool any_port = is_any_port(ep);
+    if (any_port) {
+      if (options_.rendezvous_dir.empty())
+        throw Error("peer " + std::to_string(rank()), "endpoint " + ep + " uses port 0 but no rendezvous directory was given");
+      ep = ep.substr(0, ep.size() - 1) + "*";
+    }
+    try {
+      router.bind(ep);
+    } catch (const zmq::error_t& e) {
+      throw Error("peer " + std::to_string(rank()), "cannot bind " + ep + ": " + e.what());
+    }
+    const std::string actual = router.get(zmq::sockopt::last_endpoint);
+    if (any_port) publish_endpoint(options_.rendezvous_dir, rank(), actual);
+    std::vector<Link> links(size());
+    bound.set_value(actual);
+    announced = true;
+    comm_loop(router, links);
+  } catch (...) {
+    if (!announced) bound.set_exception(std::current_exception());
+    else mailbox_.fail(std::current_exception());
+  }
+}
+
+bool ZmqTransport::connect(Link& link, int peer) {
+  if (link.dealer) return true;
+  std::string ep = options_.endpoints[peer];
+  if (is_any_port(ep)) {
+    std::ifstream in(rendezvous_path(options_.rendezvous_dir, peer));
+    if (!(in >> ep)) {
+      if (link.first_wait == Clock::time_point{}) link.first_wait = Clock::now();
+      if (Clock::now() - link.first_wait > std::chrono::duration<double>(options_.connect_timeout_s))
+        throw Error("peer " + std::to_string(rank()), "peer " + std::to_string(peer) + " did not publish its endpoint in " +
+                                                          options_.rendezvous_dir + " within " +
+                                                          std::to_string(options_.connect_timeout_s) + " s");
+      return false;  // not started yet; retried on the next loop turn
+    }
+  }
+  zmq::socket_t dealer(context_, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::routing_id, "r" + std::to_string(rank()));
+  dealer.set(zmq::sockopt::linger, static_cast<int>(options_.linger_s * 1000));
+  dealer.set(zmq::sockopt::sndhwm, 4096);
+  dealer.connect(ep);
+  link.dealer = std::move(dealer);
+  return true;
+}
+
+// Sends as much of the link's queue as the socket takes without blocking; true when empty.
+bool ZmqTransport::flush(Link& link, int peer) {
+  if (!connect(link, peer)) return link.pending.empty();
+  while (!link.pending.empty()) {
+    OutMessage& m = link.pending.front();
+    m.header.payload_bytes = static_cast<uint32_t>(m.count * sizeof(float));
+    const float* data = m.data;
+    m.header.checksum = message_checksum(m.header, data, m.header.payload_bytes);
+    uint8_t head[kHeaderBytes];
+    encode_header(m.header, head);
+    // ZeroMQ applies the high-water mark at the first frame only, so once the header is
+    // accepted the payload frame is too.
+    auto sent = link.dealer->send(zmq::const_buffer(head, kHeaderBytes), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    if (!sent) return false;
+    // Zero-copy: ZeroMQ reads straight from the shared buffer and drops our reference when done.
+    auto* keep = new Owner(std::move(m.owner));
+    zmq::message_t payload(const_cast<float*>(data), m.header.payload_bytes,
+                           [](void*, void* hint) { delete static_cast<Owner*>(hint); }, keep);
+    link.dealer->send(payload, zmq::send_flags::none);
+    bytes_sent_ += kHeaderBytes + m.header.payload_bytes;
+    link.pending.pop_front();
+  }
+  return true;
+}
+
+void ZmqTransport::receive_all(zmq::socket_t& router) {
+  static constexpr int kLoggedDropsPerSender = 5;
+  for (;;) {
+    zmq::message_t identity;
+    if (!router.recv(identity, zmq::recv_flags::dontwait)) return;
+    std::vector<zmq::message_t> frames;
+    while (router.get(zmq::sockopt::rcvmore)) {
+      frames.emplace_back();
+      (void)router.recv(frames.back(), zmq::recv_flags::none);
+    }
+    const std::string who = identity.to_string();
+    std::optional<std::string> problem;
+    Header h;
+    if (frames.size() != 2) {
+      problem = std::to_string(frames.size()) + " frames (expected header + payload)";
+    } else {
+      problem = validate_message(frames[0].data(), frames[0].size(), frames[1].data(), frames[1].size(), &h);
+      if (!problem) {
+        if (h.sender >= static_cast<uint32_t>(size()) || who != "r" + std::to_string(h.sender))
+          problem = "sender field " + std::to_string(h.sender) + " does not match the connection";
+        else if (h.total_floats > max_total_floats_)
+          problem = "vector of " + std::to_string(h.total_floats) + " floats (this run's model has at most " +
+                    std::to_string(max_total_floats_.load()) + "): another model shape?";
+        else if (reinterpret_cast<uintptr_t>(frames[1].data()) % alignof(float) != 0)
+          problem = "misaligned payload";
+      }
+    }
+    if (problem) {
+      ++dropped_;
+      if (drops_by_sender_[who]++ < kLoggedDropsPerSender)
+        log("peer ", rank(), ": dropped a message from '", who, "': ", *problem);
+      continue;
+    }
+    bytes_received_ += kHeaderBytes + h.payload_bytes;
+    auto payload = std::make_shared<zmq::message_t>(std::move(frames[1]));
+    InMessage in;
+    in.header = h;
+    in.data = static_cast<const float*>(payload->data());
+    in.count = h.payload_bytes / sizeof(float);
+    in.owner = payload;
+    mailbox_.put(std::move(in));
+  }
+}
+
+void ZmqTransport::comm_loop(zmq::socket_t& router, std::vector<Link>& links) {
+  Clock::time_point stop_deadline{};
+  for (;;) {
+    std::vector<zmq::pollitem_t> items;
+    items.push_back({router.handle(), 0, ZMQ_POLLIN, 0});
+    items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
+    bool unconnected_backlog = false;
+    for (int p = 0; p < size(); ++p) {
+      if (links[p].pending.empty()) continue;
+      if (links[p].dealer) {
+        items.push_back({links[p].dealer->handle(), 0, ZMQ_POLLOUT, 0});
+      } else {
+        unconnected_backlog = true;
+      }
+    }
+    zmq::poll(items.data(), items.size(), std::chrono::milliseconds(unconnected_backlog ? 20 : 200));
+    if (items[1].revents & ZMQ_POLLIN) {
+      uint64_t count;
+      [[maybe_unused]] ssize_t n = ::read(wake_fd_, &count, sizeof(count));
+    }
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      while (!queue_.empty()) {
+        links[queue_.front().first].pending.push_back(std::move(queue_.front().second));
+        queue_.pop_front();
+      }
+    }
+    if (items[0].revents & ZMQ_POLLIN) receive_all(router);
+    bool all_sent = true;
+    for (int p = 0; p < size(); ++p)
+      if (!links[p].pending.empty()) all_sent &= flush(links[p], p);
+    if (stop_) {
+      if (stop_deadline == Clock::time_point{})
+        stop_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.linger_s));
+      if (all_sent || Clock::now() > stop_deadline) break;
+    }
+  }
+  // Dealers close here with their linger, so bytes already queued still leave.
+  links.clear();
+}
+
+}  // namespace gossip::peer

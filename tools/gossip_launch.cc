@@ -1,0 +1,193 @@
+// gossip-launch: starts every peer of a YAML on this machine, prefixes their output, forwards
+// Ctrl-C / SIGTERM, stops the others when one fails, and exits non-zero if any peer failed.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/flags.h"
+#include "peer/config.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+volatile sig_atomic_t g_signal = 0;
+
+void on_signal(int sig) { g_signal = sig; }
+
+struct Child {
+  int rank;
+  pid_t pid = -1;
+  int fd = -1;  // read end of its stdout+stderr
+  std::string partial;
+  bool running = true;
+  int status = 0;
+};
+
+std::string self_dir() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  buf[n] = 0;
+  return fs::path(buf).parent_path().string();
+}
+
+void emit(Child& c, const char* data, size_t n) {
+  c.partial.append(data, n);
+  size_t pos;
+  while ((pos = c.partial.find('\n')) != std::string::npos) {
+    std::string line = c.partial.substr(0, pos);
+    c.partial.erase(0, pos + 1);
+    // The peer already prefixes its log lines; add the prefix only to lines that lack it.
+    const std::string prefix = "[peer " + std::to_string(c.rank) + "] ";
+    if (line.rfind(prefix, 0) != 0) line = prefix + line;
+    std::fprintf(stdout, "%s\n", line.c_str());
+  }
+  std::fflush(stdout);
+}
+
+int run(int argc, char** argv) {
+  gossip::Flags flags("gossip-launch");
+  flags.add_string("peer", "path of the gossip-peer binary", self_dir() + "/gossip-peer");
+  flags.add_string("epochs", "passed on to every peer", std::nullopt);
+  flags.add_string("device", "passed on to every peer", std::nullopt);
+  flags.add_bool("help", "print this help");
+  flags.parse(argc, argv);
+  if (flags.get_bool("help") || flags.positional().size() != 1) {
+    std::fputs(("usage: gossip-launch CONFIG.yaml [flags]\n" + flags.usage()).c_str(), flags.get_bool("help") ? stdout : stderr);
+    return flags.get_bool("help") ? 0 : gossip::kExitUsage;
+  }
+  const std::string config = flags.positional()[0];
+  gossip::peer::RunConfig cfg = gossip::peer::load_config(config);  // fails early on a bad YAML
+  const int n = cfg.peers.count();
+  const std::string peer_bin = flags.get_string("peer");
+  if (::access(peer_bin.c_str(), X_OK) != 0) throw gossip::Error("gossip-launch", "peer binary " + peer_bin + " is not executable");
+
+  bool any_port = false;
+  for (const auto& p : cfg.peers.list)
+    any_port |= p.endpoint.size() > 2 && p.endpoint.compare(p.endpoint.size() - 2, 2, ":0") == 0;
+  std::string rendezvous;
+  if (any_port) {
+    char tmpl[] = "/tmp/gossip-rendezvous-XXXXXX";
+    if (!::mkdtemp(tmpl)) throw gossip::Error("gossip-launch", std::string("mkdtemp: ") + std::strerror(errno));
+    rendezvous = tmpl;
+  }
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  std::vector<Child> children(n);
+  for (int r = 0; r < n; ++r) {
+    int pipefd[2];
+    if (::pipe2(pipefd, O_CLOEXEC) != 0) throw gossip::Error("gossip-launch", "pipe failed");
+    std::vector<std::string> args{peer_bin, "--config", config, "--rank", std::to_string(r)};
+    if (!rendezvous.empty()) args.insert(args.end(), {"--rendezvous", rendezvous});
+    for (const char* f : {"epochs", "device"})
+      if (flags.has(f)) args.insert(args.end(), {std::string("--") + f, flags.get_string(f)});
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setpgid(0, 0);  // own process group: the launcher decides who gets which signal
+      ::dup2(pipefd[1], 1);
+      ::dup2(pipefd[1], 2);
+      std::vector<char*> cargs;
+      for (auto& a : args) cargs.push_back(a.data());
+      cargs.push_back(nullptr);
+      ::execv(peer_bin.c_str(), cargs.data());
+      std::fprintf(stderr, "exec %s: %s\n", peer_bin.c_str(), std::strerror(errno));
+      ::_exit(127);
+    }
+    ::close(pipefd[1]);
+    children[r].rank = r;
+    children[r].pid = pid;
+    children[r].fd = pipefd[0];
+  }
+  std::printf("gossip-launch: started %d peers of %s\n", n, config.c_str());
+  std::fflush(stdout);
+
+  int failed = 0, forwarded = 0;
+  bool stopping = false;
+  auto stop_all = [&](int sig) {
+    for (auto& c : children)
+      if (c.running) ::kill(c.pid, sig);
+  };
+  for (;;) {
+    if (g_signal && forwarded != g_signal) {
+      forwarded = g_signal;
+      std::printf("gossip-launch: forwarding signal %d to the peers\n", static_cast<int>(g_signal));
+      stop_all(g_signal);
+      stopping = true;
+    }
+    std::vector<pollfd> fds;
+    std::vector<Child*> who;
+    for (auto& c : children)
+      if (c.fd >= 0) fds.push_back({c.fd, POLLIN, 0}), who.push_back(&c);
+    if (fds.empty()) break;
+    int ready = ::poll(fds.data(), fds.size(), 500);
+    if (ready < 0 && errno != EINTR) break;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[65536];
+      ssize_t got = ::read(fds[i].fd, buf, sizeof(buf));
+      if (got > 0) {
+        emit(*who[i], buf, static_cast<size_t>(got));
+      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+        if (!who[i]->partial.empty()) emit(*who[i], "\n", 1);
+        ::close(who[i]->fd);
+        who[i]->fd = -1;
+      }
+    }
+    // Reap whoever exited; one failure stops the rest, who would otherwise wait for it.
+    for (auto& c : children) {
+      if (!c.running) continue;
+      if (::waitpid(c.pid, &c.status, WNOHANG) == c.pid) {
+        c.running = false;
+        const bool ok = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
+        if (!ok) {
+          ++failed;
+          std::printf("gossip-launch: peer %d failed (%s %d)\n", c.rank, WIFEXITED(c.status) ? "exit code" : "signal",
+                      WIFEXITED(c.status) ? WEXITSTATUS(c.status) : WTERMSIG(c.status));
+          if (!stopping) {
+            std::printf("gossip-launch: stopping the other peers\n");
+            stop_all(SIGTERM);
+            stopping = true;
+          }
+        }
+      }
+    }
+  }
+  for (auto& c : children)
+    if (c.running) {
+      ::waitpid(c.pid, &c.status, 0);
+      c.running = false;
+      if (!(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) ++failed;
+    }
+  if (!rendezvous.empty()) fs::remove_all(rendezvous);
+  std::printf("gossip-launch: %d of %d peers succeeded\n", n - failed, n);
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const gossip::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return gossip::kExitUsage;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
