@@ -212,8 +212,6 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
         else if (h.total_floats > max_total_floats_)
           problem = "vector of " + std::to_string(h.total_floats) + " floats (this run's model has at most " +
                     std::to_string(max_total_floats_.load()) + "): another model shape?";
-        else if (reinterpret_cast<uintptr_t>(frames[1].data()) % alignof(float) != 0)
-          problem = "misaligned payload";
       }
     }
     if (problem) {
@@ -223,12 +221,20 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
       continue;
     }
     bytes_received_ += kHeaderBytes + h.payload_bytes;
-    auto payload = std::make_shared<zmq::message_t>(std::move(frames[1]));
     InMessage in;
     in.header = h;
-    in.data = static_cast<const float*>(payload->data());
     in.count = h.payload_bytes / sizeof(float);
-    in.owner = payload;
+    if (reinterpret_cast<uintptr_t>(frames[1].data()) % alignof(float) == 0) {
+      auto payload = std::make_shared<zmq::message_t>(std::move(frames[1]));
+      in.data = static_cast<const float*>(payload->data());
+      in.owner = payload;
+    } else {
+      // Small messages may sit unaligned inside ZeroMQ's receive batch: copy those.
+      auto copy = std::make_shared<std::vector<float>>(in.count);
+      std::memcpy(copy->data(), frames[1].data(), h.payload_bytes);
+      in.data = copy->data();
+      in.owner = copy;
+    }
     mailbox_.put(std::move(in));
   }
 }

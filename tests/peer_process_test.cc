@@ -1,0 +1,166 @@
+// Multi-process integration tests: real gossip-peer processes on 127.0.0.1 (port 0 and a
+// rendezvous directory), started by gossip-launch, for every algorithm.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <sys/stat.h>
+
+#include "process_util.h"
+
+namespace gossip {
+namespace {
+
+using testing::capture_all;
+using testing::run_command;
+using testing::TempDir;
+
+std::string config(int n, const std::string& topology, const std::string& algorithm, const std::string& extra = "",
+                   const std::string& optimizer = "{lr: 0.05, momentum: 0.9, batch: 32, epochs: 2}") {
+  return "seed: 3\ndevice: cpu\nlog_every: 20\n"
+         "peers: {count: " + std::to_string(n) + ", host: 127.0.0.1, base_port: 0}\n"
+         "topology: " + topology + "\nalgorithm: " + algorithm + "\n"
+         "model: {hidden: [32]}\n"
+         "data: {dataset: synthetic, synthetic: {train: 4000, test: 1000, dims: 32, classes: 4}}\n"
+         "optimizer: " + optimizer + "\n" + extra;
+}
+
+testing::CommandResult launch(const TempDir& dir, const std::string& yaml, int limit_s = 150) {
+  return run_command(testing::bin("gossip-launch") + " " + dir.write("run.yaml", yaml), limit_s);
+}
+
+// Every peer finished and both its own and the averaged model reach `bar`.
+void expect_all_trained(const testing::CommandResult& r, int n, double bar) {
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto own = capture_all(r.output, R"(final: peer \d+ test_acc ([0-9.]+))");
+  auto avg = capture_all(r.output, R"(averaged_model_test_acc ([0-9.]+))");
+  ASSERT_EQ(own.size(), size_t(n)) << r.output;
+  ASSERT_EQ(avg.size(), size_t(n)) << r.output;
+  for (int i = 0; i < n; ++i) {
+    EXPECT_GE(own[i], bar) << r.output;
+    EXPECT_GE(avg[i], bar) << r.output;
+  }
+  EXPECT_NE(r.output.find("gossip-launch: " + std::to_string(n) + " of " + std::to_string(n) + " peers succeeded"),
+            std::string::npos);
+  EXPECT_NE(r.output.find("consensus "), std::string::npos) << "consensus distance is logged";
+}
+
+// Ξ per step from rank 0's "consensus step S xi X rel R" lines: step → (xi, rel).
+std::map<int, std::pair<double, double>> consensus_by_step(const std::string& out) {
+  std::map<int, std::pair<double, double>> m;
+  std::regex re(R"(consensus step (\d+) xi ([-+0-9.e]+) rel ([-+0-9.e]+))");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it)
+    m[std::stoi((*it)[1])] = {std::stod((*it)[2]), std::stod((*it)[3])};
+  return m;
+}
+
+TEST(PeerProcesses, RingGossip4) {
+  TempDir dir;
+  expect_all_trained(launch(dir, config(4, "ring", "gossip")), 4, 0.9);
+}
+
+TEST(PeerProcesses, OnePeerExponentialGossip8) {
+  TempDir dir;
+  expect_all_trained(launch(dir, config(8, "one_peer_exponential", "gossip")), 8, 0.9);
+}
+
+TEST(PeerProcesses, PushSumWithOverlap8) {
+  TempDir dir;
+  expect_all_trained(
+      launch(dir, config(8, "push_sum_one_peer_exponential", "{kind: push_sum, overlap: true, max_staleness: 2}")), 8,
+      0.9);
+}
+
+TEST(PeerProcesses, LocalSgdAndAllReduce4) {
+  TempDir dir;
+  expect_all_trained(launch(dir, config(4, "ring", "{kind: local_sgd, global_average_every: 4}")), 4, 0.9);
+  auto r = launch(dir, config(4, "ring", "allreduce", "consensus_every: 1\n"));
+  expect_all_trained(r, 4, 0.9);
+  for (auto [step, v] : consensus_by_step(r.output)) EXPECT_LT(v.second, 1e-12) << "all-reduce keeps Ξ = 0, step " << step;
+}
+
+// Gossip-PGA: Ξ is 0 (to float rounding) right after every H-th step, and not in between.
+TEST(PeerProcesses, PeriodicGlobalAverageZeroesConsensusDistance) {
+  TempDir dir;
+  auto r = launch(dir, config(8, "ring", "{kind: gossip, global_average_every: 3}", "consensus_every: 1\n",
+                              "{lr: 0.05, momentum: 0.9, batch: 32, epochs: 1}"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto xi = consensus_by_step(r.output);
+  ASSERT_GE(xi.size(), 12u) << r.output;
+  int zero_rounds = 0;
+  for (auto [step, v] : xi) {
+    if (step % 3 == 0) {
+      EXPECT_LT(v.second, 1e-12) << "step " << step;
+      ++zero_rounds;
+    } else {
+      EXPECT_GT(v.second, 1e-9) << "step " << step;
+    }
+  }
+  EXPECT_GE(zero_rounds, 4);
+}
+
+// Learning rate 0 and different initial models: pure averaging, as the topology library predicts.
+std::string pure_averaging(int n, const std::string& topology) {
+  return config(n, topology, "gossip", "consensus_every: 1\ninit: per_rank\n", "{lr: 0.0, momentum: 0.0, batch: 32, epochs: 1}");
+}
+
+TEST(PeerProcesses, PureAveragingOnePeerExponentialIsExactAfterThreeRounds) {
+  TempDir dir;
+  auto r = launch(dir, pure_averaging(8, "one_peer_exponential"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto xi = consensus_by_step(r.output);
+  ASSERT_TRUE(xi.count(3)) << r.output;
+  EXPECT_GT(xi[1].second, 1e-3);
+  EXPECT_GT(xi[2].second, 1e-3);
+  EXPECT_LT(xi[3].second, 1e-12) << "exact average after tau = 3 rounds";
+}
+
+TEST(PeerProcesses, PureAveragingRingDecaysAtRhoSquared) {
+  TempDir dir;
+  auto r = launch(dir, pure_averaging(8, "ring"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto xi = consensus_by_step(r.output);
+  ASSERT_GE(xi.size(), 12u);
+  const double rho = (1 + 2 * std::cos(2 * M_PI / 8)) / 3;
+  for (int k = 8; k < 12; ++k) {
+    const double ratio = xi[k + 1].first / xi[k].first;
+    EXPECT_NEAR(ratio, rho * rho, 0.1 * rho * rho) << "round " << k;
+  }
+}
+
+// A neighbour that never shows up: the peer fails with a clear error naming it, no hang.
+TEST(PeerProcesses, DeadNeighbourIsReportedNotWaitedForever) {
+  TempDir dir;
+  const std::string yaml = dir.write(
+      "dead.yaml", config(2, "ring", "{kind: gossip, timeout_s: 2}", "", "{lr: 0.05, batch: 32, epochs: 1}"));
+  auto r = run_command(testing::bin("gossip-peer") + " --config " + yaml + " --rank 0 --rendezvous " + dir.path(), 60);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.seconds, 30);
+  EXPECT_NE(r.output.find("peer 1"), std::string::npos) << r.output;
+}
+
+TEST(Launcher, BadConfigIsExitCodeTwoNamingTheFile) {
+  TempDir dir;
+  auto r = launch(dir, "peers: {count: 2}\ntopology: hypercube\n");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("run.yaml:2"), std::string::npos) << r.output;
+}
+
+// One failing peer: the launcher stops the others at once and exits non-zero.
+TEST(Launcher, OneFailingPeerStopsTheRun) {
+  TempDir dir;
+  const std::string wrapper = dir.write(
+      "peer.sh", "#!/bin/sh\n[ \"$4\" = 2 ] && { echo 'simulated failure'; exit 3; }\nexec " + testing::bin("gossip-peer") +
+                     " \"$@\"\n");
+  ::chmod(wrapper.c_str(), 0755);
+  auto r = run_command(testing::bin("gossip-launch") + " " +
+                           dir.write("run.yaml", config(4, "ring", "{kind: gossip, timeout_s: 60}")) + " --peer " + wrapper,
+                       60);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_LT(r.seconds, 30) << "the others were stopped, not left to time out";
+  EXPECT_NE(r.output.find("peer 2 failed (exit code 3)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[peer 2] simulated failure"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace gossip

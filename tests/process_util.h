@@ -1,0 +1,69 @@
+// Helpers for multi-process tests: temporary directories, YAML files and running a command with
+// a hard time limit (coreutils timeout), capturing its output.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace gossip::testing {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;
+  double seconds = 0;
+};
+
+inline std::string bin(const std::string& name) { return std::string(GOSSIP_BINARY_DIR) + "/bin/" + name; }
+
+// Runs `command` through /bin/sh with stderr merged into stdout, killed after `limit_s`.
+inline CommandResult run_command(const std::string& command, int limit_s = 120) {
+  CommandResult r;
+  const auto start = std::chrono::steady_clock::now();
+  const std::string full = "timeout -s TERM -k 5 " + std::to_string(limit_s) + " " + command + " 2>&1";
+  FILE* p = ::popen(full.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/gossip-test-XXXXXX";
+    path_ = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+  std::string write(const std::string& name, const std::string& text) const {
+    const std::string file = path_ + "/" + name;
+    std::ofstream(file) << text;
+    return file;
+  }
+
+ private:
+  std::string path_;
+};
+
+// All numbers captured by `pattern`'s first group, in order of appearance.
+inline std::vector<double> capture_all(const std::string& text, const std::string& pattern) {
+  std::vector<double> out;
+  std::regex re(pattern);
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it)
+    out.push_back(std::stod((*it)[1].str()));
+  return out;
+}
+
+}  // namespace gossip::testing

@@ -1,0 +1,107 @@
+#include "peer/wire_format.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+namespace gossip::peer {
+namespace {
+
+Header sample() {
+  Header h;
+  h.kind = static_cast<uint16_t>(MessageKind::kPushSum);
+  h.sender = 7;
+  h.epoch = 3;
+  h.round = 0x1122334455667788ull;
+  h.tag = 9;
+  h.total_floats = 1000;
+  h.offset = 10;
+  h.weight = 0.125;
+  return h;
+}
+
+struct Encoded {
+  uint8_t header[kHeaderBytes];
+  std::vector<float> payload;
+};
+
+Encoded encode(Header h, std::vector<float> payload) {
+  Encoded e;
+  h.payload_bytes = static_cast<uint32_t>(payload.size() * 4);
+  h.checksum = message_checksum(h, payload.data(), h.payload_bytes);
+  encode_header(h, e.header);
+  e.payload = std::move(payload);
+  return e;
+}
+
+TEST(WireFormat, RoundTripIsLittleEndianFixedWidth) {
+  Header h = sample();
+  uint8_t buf[kHeaderBytes];
+  encode_header(h, buf);
+  EXPECT_EQ(buf[0], 'G');
+  EXPECT_EQ(buf[1], 'S');
+  EXPECT_EQ(buf[2], 'S');
+  EXPECT_EQ(buf[3], 'P');
+  EXPECT_EQ(buf[16], 0x88);  // round, least significant byte first
+  Header d = decode_header(buf);
+  EXPECT_EQ(d.round, h.round);
+  EXPECT_EQ(d.sender, 7u);
+  EXPECT_EQ(d.weight, 0.125);
+  EXPECT_EQ(d.offset, 10u);
+}
+
+TEST(WireFormat, Crc32cKnownValue) {
+  // The standard CRC-32C check value of "123456789".
+  EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
+  EXPECT_EQ(crc32c("", 0), 0u);
+}
+
+TEST(WireFormat, ValidMessagePasses) {
+  Encoded e = encode(sample(), {1, 2, 3});
+  Header out;
+  EXPECT_EQ(validate_message(e.header, kHeaderBytes, e.payload.data(), 12, &out), std::nullopt);
+  EXPECT_EQ(out.tag, 9u);
+}
+
+struct Corruption {
+  const char* name;
+  void (*apply)(Encoded&, size_t& header_bytes, size_t& payload_bytes);
+  const char* expect;
+};
+
+class BadMessage : public ::testing::TestWithParam<Corruption> {};
+
+TEST_P(BadMessage, IsRejectedWithReason) {
+  Encoded e = encode(sample(), {1, 2, 3, 4});
+  size_t hb = kHeaderBytes, pb = 16;
+  GetParam().apply(e, hb, pb);
+  Header out;
+  auto problem = validate_message(e.header, hb, e.payload.data(), pb, &out);
+  ASSERT_TRUE(problem.has_value()) << GetParam().name;
+  EXPECT_NE(problem->find(GetParam().expect), std::string::npos) << *problem;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Corruptions, BadMessage,
+    ::testing::Values(
+        Corruption{"short header", [](Encoded&, size_t& hb, size_t&) { hb = 10; }, "header frame"},
+        Corruption{"magic", [](Encoded& e, size_t&, size_t&) { e.header[0] ^= 1; }, "magic"},
+        Corruption{"version", [](Encoded& e, size_t&, size_t&) { e.header[4] = 99; }, "protocol version 99"},
+        Corruption{"kind", [](Encoded& e, size_t&, size_t&) { e.header[6] = 77; }, "unknown message kind"},
+        Corruption{"truncated payload", [](Encoded&, size_t&, size_t& pb) { pb = 12; }, "payload of 12 bytes"},
+        Corruption{"payload bit flip", [](Encoded& e, size_t&, size_t&) { e.payload[2] = 5; }, "checksum"},
+        Corruption{"header bit flip", [](Encoded& e, size_t&, size_t&) { e.header[20] ^= 4; }, "checksum"},
+        Corruption{"huge offset", [](Encoded& e, size_t&, size_t&) {
+                     Header h = decode_header(e.header);
+                     h.offset = ~0ull - 1;
+                     encode_header(h, e.header);
+                   }, "outside"}),
+    [](const auto& info) {
+      std::string n = info.param.name;
+      for (char& c : n) if (c == ' ') c = '_';
+      return n;
+    });
+
+}  // namespace
+}  // namespace gossip::peer

@@ -1,0 +1,116 @@
+#include "peer/zmq_transport.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <zmq.hpp>
+
+#include "peer/collectives.h"
+
+namespace gossip::peer {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ZmqTransportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("gossip_zmq_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  ZmqTransportOptions options(int rank, int n) {
+    ZmqTransportOptions o;
+    o.rank = rank;
+    o.endpoints.assign(n, "tcp://127.0.0.1:0");
+    o.rendezvous_dir = dir_.string();
+    o.max_total_floats = 1 << 20;
+    o.max_chunk_bytes = 1 << 16;
+    o.connect_timeout_s = 5;
+    o.linger_s = 1;
+    return o;
+  }
+  fs::path dir_;
+};
+
+TEST_F(ZmqTransportTest, ChunkedVectorsTravelBothWays) {
+  ZmqTransport a(options(0, 2)), b(options(1, 2));
+  EXPECT_NE(a.bound_endpoint().find("tcp://127.0.0.1:"), std::string::npos);
+  auto data = std::make_shared<std::vector<float>>(100000);
+  for (size_t i = 0; i < data->size(); ++i) (*data)[i] = float(i);
+  send_vector(a, 1, {MessageKind::kGossip, 3, 0}, data, 0, data->size(), data->size(), 0, 4096);
+  send_vector(b, 0, {MessageKind::kGossip, 3, 0}, data, 0, 10, data->size(), 0.5, 4096);
+  std::vector<float> got(data->size(), -1);
+  receive_vector(b, 0, {MessageKind::kGossip, 3, 0}, 0, got.size(), 5.0, [&](size_t i, const float* v, size_t c) {
+    std::copy(v, v + c, got.begin() + i);
+  });
+  EXPECT_EQ(got, *data);
+  double w = receive_vector(a, 1, {MessageKind::kGossip, 3, 0}, 0, 10, 5.0, [](size_t, const float*, size_t) {});
+  EXPECT_EQ(w, 0.5);
+  EXPECT_GE(a.stats().bytes_sent, 400000u);
+}
+
+// A rogue client sends garbage, a wrong version and a wrong model size; each is dropped and
+// logged, and a good message sent after them still arrives.
+TEST_F(ZmqTransportTest, GarbageIsDroppedAndTheNextGoodMessageArrives) {
+  ZmqTransport a(options(0, 2));
+  zmq::context_t ctx;
+  zmq::socket_t rogue(ctx, zmq::socket_type::dealer);
+  rogue.set(zmq::sockopt::routing_id, "r1");
+  rogue.set(zmq::sockopt::linger, 0);
+  rogue.connect(a.bound_endpoint());
+  rogue.send(zmq::str_buffer("hello, not a gossip peer"), zmq::send_flags::none);
+  auto send_raw = [&](Header h, std::vector<float> payload) {
+    h.sender = 1;
+    h.payload_bytes = static_cast<uint32_t>(payload.size() * 4);
+    h.checksum = message_checksum(h, payload.data(), h.payload_bytes);
+    uint8_t head[kHeaderBytes];
+    encode_header(h, head);
+    rogue.send(zmq::buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
+    rogue.send(zmq::buffer(payload.data(), payload.size() * 4), zmq::send_flags::none);
+  };
+  Header h;
+  h.kind = static_cast<uint16_t>(MessageKind::kGossip);
+  h.total_floats = 2;
+  Header old_version = h;
+  old_version.version = 0;
+  send_raw(old_version, {1, 2});
+  Header huge = h;
+  huge.total_floats = 1ull << 40;  // another model shape
+  send_raw(huge, {1, 2});
+  send_raw(h, {7, 8});
+  std::vector<float> got;
+  receive_vector(a, 1, {MessageKind::kGossip, 0, 0}, 0, 2, 5.0,
+                 [&](size_t, const float* v, size_t c) { got.assign(v, v + c); });
+  EXPECT_EQ(got, (std::vector<float>{7, 8}));
+  EXPECT_EQ(a.stats().messages_dropped, 3u);
+}
+
+TEST_F(ZmqTransportTest, MissingNeighbourEndpointIsAClearError) {
+  ZmqTransportOptions o = options(0, 2);
+  o.connect_timeout_s = 0.2;
+  ZmqTransport a(o);
+  auto data = std::make_shared<std::vector<float>>(4, 1.0f);
+  send_vector(a, 1, {MessageKind::kGossip, 0, 0}, data, 0, 4, 4, 0, 4096);
+  try {
+    receive_vector(a, 1, {MessageKind::kGossip, 0, 0}, 0, 4, 2.0, [](size_t, const float*, size_t) {});
+    FAIL();
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("did not publish its endpoint"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ZmqTransportTest, BindFailureNamesTheEndpoint) {
+  ZmqTransportOptions o = options(0, 1);
+  o.endpoints = {"tcp://256.0.0.1:1"};
+  try {
+    ZmqTransport a(o);
+    FAIL();
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("256.0.0.1"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gossip::peer
