@@ -45,7 +45,11 @@ TEST_P(GossipStepTest, MatchesMixingMatrix) {
       try {
         InprocTransport t(fabric, r);
         GossipStep step(t, g, dim, 2, 10.0);
-        for (int k = 0; k < rounds; ++k) step.step(k, x[r].data());
+        std::vector<float> out(dim);
+        for (int k = 0; k < rounds; ++k) {
+          step.step(k, x[r].data(), out.data());
+          x[r].swap(out);
+        }
       } catch (const std::exception& e) {
         errors[r] = e.what();
       }

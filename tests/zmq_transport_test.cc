@@ -39,8 +39,8 @@ TEST_F(ZmqTransportTest, ChunkedVectorsTravelBothWays) {
   EXPECT_NE(a.bound_endpoint().find("tcp://127.0.0.1:"), std::string::npos);
   auto data = std::make_shared<std::vector<float>>(100000);
   for (size_t i = 0; i < data->size(); ++i) (*data)[i] = float(i);
-  send_vector(a, 1, {MessageKind::kGossip, 3, 0}, data, 0, data->size(), data->size(), 0, 4096);
-  send_vector(b, 0, {MessageKind::kGossip, 3, 0}, data, 0, 10, data->size(), 0.5, 4096);
+  send_vector(a, 1, {MessageKind::kGossip, 3, 0}, data->data(), data, 0, data->size(), data->size(), 0, 4096);
+  send_vector(b, 0, {MessageKind::kGossip, 3, 0}, data->data(), data, 0, 10, data->size(), 0.5, 4096);
   std::vector<float> got(data->size(), -1);
   receive_vector(b, 0, {MessageKind::kGossip, 3, 0}, 0, got.size(), 5.0, [&](size_t i, const float* v, size_t c) {
     std::copy(v, v + c, got.begin() + i);
@@ -92,7 +92,7 @@ TEST_F(ZmqTransportTest, MissingNeighbourEndpointIsAClearError) {
   o.connect_timeout_s = 0.2;
   ZmqTransport a(o);
   auto data = std::make_shared<std::vector<float>>(4, 1.0f);
-  send_vector(a, 1, {MessageKind::kGossip, 0, 0}, data, 0, 4, 4, 0, 4096);
+  send_vector(a, 1, {MessageKind::kGossip, 0, 0}, data->data(), data, 0, 4, 4, 0, 4096);
   try {
     receive_vector(a, 1, {MessageKind::kGossip, 0, 0}, 0, 4, 2.0, [](size_t, const float*, size_t) {});
     FAIL();
@@ -109,6 +109,31 @@ TEST_F(ZmqTransportTest, BindFailureNamesTheEndpoint) {
     FAIL();
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("256.0.0.1"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gossip::peer
+
+namespace gossip::peer {
+namespace {
+
+// Messages queued just before a transport is destroyed still arrive (linger), also when the
+// connection to that neighbour is made only at that moment.
+TEST_F(ZmqTransportTest, MessagesSentJustBeforeShutdownArrive) {
+  for (int trial = 0; trial < 20; ++trial) {
+    auto b = std::make_unique<ZmqTransport>(options(1, 2));
+    {
+      ZmqTransport a(options(0, 2));
+      auto data = std::make_shared<std::vector<float>>(300000, float(trial));
+      send_vector(a, 1, {MessageKind::kAllGather, uint64_t(trial), 0}, data->data(), data, 0, data->size(), data->size(), 0, 1 << 14);
+    }
+    size_t got = 0;
+    receive_vector(*b, 0, {MessageKind::kAllGather, uint64_t(trial), 0}, 0, 300000, 5.0,
+                   [&](size_t, const float*, size_t c) { got += c; });
+    EXPECT_EQ(got, 300000u) << "trial " << trial;
+    std::filesystem::remove(dir_ / "peer-0");
+    std::filesystem::remove(dir_ / "peer-1");
   }
 }
 

@@ -54,6 +54,8 @@ class Backend {
 // "cpu", "cuda" or "auto" (CUDA when a device answers, else CPU with a log line).
 std::unique_ptr<Backend> make_backend(const std::string& device);
 std::unique_ptr<Backend> make_cpu_backend();
+// Threads OpenBLAS may use in this process (0 leaves the library's default).
+void set_cpu_threads(int threads);
 // True when the CUDA backend was built and a device answers.
 bool cuda_device_available();
 

@@ -108,6 +108,10 @@ void CpuBackend::scale(size_t n, float a, float* x) {
   for (size_t i = 0; i < n; ++i) x[i] *= a;
 }
 
+void set_cpu_threads(int threads) {
+  if (threads > 0) openblas_set_num_threads(threads);
+}
+
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 
 }  // namespace gossip::kernels

@@ -59,6 +59,13 @@ void Mlp::init(uint64_t seed) {
   upload_params(host);
 }
 
+void Mlp::swap_params(kernels::DeviceArray<float>& other) {
+  if (other.size() != num_params())
+    throw Error("model", "swap_params needs " + std::to_string(num_params()) + " floats, got " + std::to_string(other.size()));
+  std::swap(params_, other);
+  param_views_ = make_views(params_.get(), dims_);
+}
+
 std::vector<float> Mlp::download_params() const {
   std::vector<float> host(num_params());
   backend_->download(host.data(), params_.get(), host.size() * sizeof(float));

@@ -45,6 +45,10 @@ class Mlp {
   // Forward only.
   BatchStats evaluate(const float* host_x, const int32_t* host_y, int batch);
 
+  // Exchanges the parameter buffer with `other` (same backend, num_params() floats) in O(1): a
+  // gossip step mixes into a second buffer and then adopts it, instead of copying it back.
+  void swap_params(kernels::DeviceArray<float>& other);
+
   // Host copies of the whole parameter buffer.
   std::vector<float> download_params() const;
   void upload_params(const std::vector<float>& host);

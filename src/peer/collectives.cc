@@ -2,12 +2,24 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "common/error.h"
+#include "common/log.h"
 
 namespace gossip::peer {
 
 std::shared_ptr<const std::vector<float>> SnapshotPool::copy(const float* x, size_t n, float scale) {
+  std::shared_ptr<std::vector<float>> buf = buffer(n);
+  if (scale == 1.0f) {
+    if (n) std::memcpy(buf->data(), x, n * sizeof(float));
+  } else {
+    for (size_t i = 0; i < n; ++i) (*buf)[i] = scale * x[i];
+  }
+  return buf;
+}
+
+std::shared_ptr<std::vector<float>> SnapshotPool::buffer(size_t n) {
   std::shared_ptr<std::vector<float>> buf;
   for (auto& b : buffers_)
     if (b.use_count() == 1) {  // only the pool holds it: the transport is done with it
@@ -19,30 +31,47 @@ std::shared_ptr<const std::vector<float>> SnapshotPool::copy(const float* x, siz
     buffers_.push_back(buf);
   }
   buf->resize(n);
-  if (scale == 1.0f) {
-    if (n) std::memcpy(buf->data(), x, n * sizeof(float));
-  } else {
-    for (size_t i = 0; i < n; ++i) (*buf)[i] = scale * x[i];
-  }
   return buf;
 }
 
-void send_vector(Transport& t, int peer, const VectorRef& ref, std::shared_ptr<const std::vector<float>> data,
+void SendGuard::wait_released(double timeout_s, const std::string& what) {
+  std::weak_ptr<char> watch = token_;
+  token_.reset();
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  while (!watch.expired()) {
+    if (Clock::now() > deadline) throw Error(what, "a send did not complete within " + std::to_string(timeout_s) + " s");
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+void send_vector(Transport& t, int peer, const VectorRef& ref, const float* data, Owner owner, size_t offset,
+                 size_t count, size_t total, double weight, size_t chunk_floats) {
+  send_vector(t, std::vector<int>{peer}, ref, data, std::move(owner), offset, count, total, weight, chunk_floats);
+}
+
+void send_vector(Transport& t, const std::vector<int>& peers, const VectorRef& ref, const float* data, Owner owner,
                  size_t offset, size_t count, size_t total, double weight, size_t chunk_floats) {
+  if (peers.empty()) return;
   size_t done = 0;
   do {
     const size_t c = std::min(chunk_floats, count - done);
     OutMessage m;
     m.header.kind = static_cast<uint16_t>(ref.kind);
+    m.header.sender = static_cast<uint32_t>(t.rank());
     m.header.round = ref.round;
     m.header.tag = ref.tag;
     m.header.total_floats = total;
     m.header.offset = offset + done;
     m.header.weight = weight;
-    m.data = data->data() + done;
+    m.header.payload_bytes = static_cast<uint32_t>(c * sizeof(float));
+    m.data = data + done;
     m.count = c;
-    m.owner = data;
-    t.send(peer, std::move(m));
+    m.owner = owner;
+    if (peers.size() > 1) {  // identical header for every peer, so one checksum serves all
+      m.header.checksum = message_checksum(m.header, m.data, m.header.payload_bytes);
+      m.checksum_ready = true;
+    }
+    for (int p : peers) t.send(p, m);
     done += c;
   } while (done < count);
 }
@@ -53,21 +82,30 @@ double receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offse
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   size_t got = 0;
   double weight = 0;
-  do {
+  bool any = false;  // a zero-length vector still arrives as one (empty) chunk
+  while (!any || got < count) {
     std::optional<InMessage> m = t.receive(key, deadline);
     if (!m)
       throw Error("peer " + std::to_string(t.rank()),
                   "no " + kind_name(static_cast<uint16_t>(ref.kind)) + " message from " + t.describe(peer) +
                       " for round " + std::to_string(ref.round) + " within " + std::to_string(timeout_s) +
                       " s: the neighbour is dead, hung or far behind");
+    if (!m->verified && !checksum_matches(m->header, m->data, m->count * sizeof(float))) {
+      log("peer ", t.rank(), ": dropped a ", kind_name(m->header.kind), " chunk claiming to be from ", t.describe(peer),
+          ": checksum mismatch");
+      continue;
+    }
     const uint64_t begin = m->header.offset;
-    if (begin < offset + got || begin + m->count > offset + count)
-      throw Error("peer " + std::to_string(t.rank()), "chunk [" + std::to_string(begin) + ", +" + std::to_string(m->count) +
-                                                          ") from " + t.describe(peer) + " is outside the expected range");
-    if (got == 0) weight = m->header.weight;
+    if (begin != offset + got || m->count > count - got) {
+      log("peer ", t.rank(), ": dropped a chunk [", begin, ", +", m->count, ") claiming to be from ", t.describe(peer),
+          ": expected one starting at ", offset + got);
+      continue;
+    }
+    if (!any) weight = m->header.weight;
     fold(begin - offset, m->data, m->count);
     got += m->count;
-  } while (got < count);
+    any = true;
+  }
   return weight;
 }
 
@@ -79,28 +117,37 @@ void RingAllReduce::sum(float* x, size_t n) {
   auto seg_len = [&](int i) { return seg_begin(i + 1) - seg_begin(i); };
   auto mod = [&](int i) { return ((i % p) + p) % p; };
   const int next = mod(r + 1), prev = mod(r - 1);
+  // Everything is sent zero-copy from x. A segment sent in reduce-scatter step s is not written
+  // again before all-gather step s overwrites it, and one sent in all-gather is never written
+  // again, so waiting for the sends once per phase keeps x consistent.
   // Reduce-scatter: after p−1 steps this peer holds the full sum of segment r+1.
-  for (int s = 0; s < p - 1; ++s) {
-    const int send_seg = mod(r - s), recv_seg = mod(r - s - 1);
-    const VectorRef ref{MessageKind::kReduceScatter, seq, static_cast<uint32_t>(s)};
-    send_vector(*t_, next, ref, pool_.copy(x + seg_begin(send_seg), seg_len(send_seg)), seg_begin(send_seg),
-                seg_len(send_seg), n, 0, chunk_floats_);
-    float* dst = x + seg_begin(recv_seg);
-    receive_vector(*t_, prev, ref, seg_begin(recv_seg), seg_len(recv_seg), timeout_s_,
-                   [dst](size_t i, const float* v, size_t c) {
-                     for (size_t k = 0; k < c; ++k) dst[i + k] += v[k];
-                   });
+  {
+    SendGuard guard;
+    for (int s = 0; s < p - 1; ++s) {
+      const int send_seg = mod(r - s), recv_seg = mod(r - s - 1);
+      const VectorRef ref{MessageKind::kReduceScatter, seq, static_cast<uint32_t>(s)};
+      send_vector(*t_, next, ref, x + seg_begin(send_seg), guard.owner(), seg_begin(send_seg), seg_len(send_seg), n, 0,
+                  chunk_floats_);
+      float* dst = x + seg_begin(recv_seg);
+      receive_vector(*t_, prev, ref, seg_begin(recv_seg), seg_len(recv_seg), timeout_s_,
+                     [dst](size_t i, const float* v, size_t c) {
+                       for (size_t k = 0; k < c; ++k) dst[i + k] += v[k];
+                     });
+    }
+    guard.wait_released(timeout_s_, "peer " + std::to_string(r));
   }
   // All-gather: pass the finished segments around the ring.
+  SendGuard guard;
   for (int s = 0; s < p - 1; ++s) {
     const int send_seg = mod(r + 1 - s), recv_seg = mod(r - s);
     const VectorRef ref{MessageKind::kAllGather, seq, static_cast<uint32_t>(s)};
-    send_vector(*t_, next, ref, pool_.copy(x + seg_begin(send_seg), seg_len(send_seg)), seg_begin(send_seg),
-                seg_len(send_seg), n, 0, chunk_floats_);
+    send_vector(*t_, next, ref, x + seg_begin(send_seg), guard.owner(), seg_begin(send_seg), seg_len(send_seg), n, 0,
+                chunk_floats_);
     float* dst = x + seg_begin(recv_seg);
     receive_vector(*t_, prev, ref, seg_begin(recv_seg), seg_len(recv_seg), timeout_s_,
                    [dst](size_t i, const float* v, size_t c) { std::memcpy(dst + i, v, c * sizeof(float)); });
   }
+  guard.wait_released(timeout_s_, "peer " + std::to_string(r));
 }
 
 void RingAllReduce::average(float* x, size_t n) {

@@ -14,6 +14,8 @@ namespace gossip::peer {
 // every reference to it, so steady-state rounds allocate nothing.
 class SnapshotPool {
  public:
+  // A buffer of n floats for the caller to fill (contents undefined).
+  std::shared_ptr<std::vector<float>> buffer(size_t n);
   // A shared copy of x[0, n), optionally scaled by `scale`.
   std::shared_ptr<const std::vector<float>> copy(const float* x, size_t n, float scale = 1.0f);
 
@@ -28,12 +30,29 @@ struct VectorRef {
 };
 
 // Sends data[0, count) — elements [offset, offset + count) of a vector of `total` floats — to
-// `peer`, as chunks of at most `chunk_floats`. A zero-length vector still sends one message.
-void send_vector(Transport& t, int peer, const VectorRef& ref, std::shared_ptr<const std::vector<float>> data,
+// `peer`, as chunks of at most `chunk_floats`, zero-copy: `owner` keeps data alive and unchanged
+// until the transport releases it. A zero-length vector still sends one message.
+void send_vector(Transport& t, int peer, const VectorRef& ref, const float* data, Owner owner, size_t offset,
+                 size_t count, size_t total, double weight, size_t chunk_floats);
+// The same vector to several peers; each chunk's checksum is computed once for all of them.
+void send_vector(Transport& t, const std::vector<int>& peers, const VectorRef& ref, const float* data, Owner owner,
                  size_t offset, size_t count, size_t total, double weight, size_t chunk_floats);
 
+// A token to pass as the Owner of a buffer the caller owns: wait_released() returns once the
+// transport has dropped every copy (the bytes have left), or throws after timeout_s.
+class SendGuard {
+ public:
+  SendGuard() : token_(std::make_shared<char>(0)) {}
+  Owner owner() const { return token_; }
+  void wait_released(double timeout_s, const std::string& what);
+
+ private:
+  std::shared_ptr<char> token_;
+};
+
 // Receives the chunks of [offset, offset + count) from `peer` and calls fold(index, values, n)
-// for each, index relative to `offset`. Returns the sender's weight field. Throws gossip::Error
+// for each, index relative to `offset`. Returns the sender's weight field. A chunk whose checksum
+// does not match is logged and dropped (the genuine one may still come). Throws gossip::Error
 // naming the peer when nothing arrives before `timeout_s` passes.
 double receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,
                       const std::function<void(size_t, const float*, size_t)>& fold);
@@ -53,7 +72,6 @@ class RingAllReduce {
   size_t chunk_floats_;
   double timeout_s_;
   uint64_t sequence_ = 0;  // collective number: matches messages of the same call across peers
-  SnapshotPool pool_;
 };
 
 }  // namespace gossip::peer

@@ -63,6 +63,7 @@ struct RunConfig {
   std::string device = "auto";       // auto | cpu | cuda
   int log_every = 100;               // steps between progress lines (with the consensus distance)
   int consensus_every = 0;           // also log Ξ every this many steps (0 = only at progress lines)
+  int threads = 0;                   // BLAS threads per peer; 0 = 1 when several peers share the host, else all
   std::string init = "same";         // same | per_rank: identical or per-peer initial models
   PeersConfig peers;
   topology::Graph topology;

@@ -62,7 +62,18 @@ void DecentralizedHook::after_step(int64_t step, model::Mlp& model) {
   if (h > 0 && (step + 1) % h == 0) {
     global_average(x);
   } else if (gossip_) {
-    gossip_->step(static_cast<uint64_t>(step), x);
+    if (model.backend().is_host()) {
+      // Mix into the spare buffer, then let the model adopt it: no copy of the parameters.
+      if (spare_.size() != floats_) spare_ = kernels::DeviceArray<float>(model.backend(), floats_);
+      gossip_->step(static_cast<uint64_t>(step), x, spare_.get());
+      model.swap_params(spare_);
+      x = model.params();
+    } else {
+      host_out_.resize(floats_);
+      gossip_->step(static_cast<uint64_t>(step), x, host_out_.data());
+      host_.swap(host_out_);
+      x = host_.data();
+    }
   } else if (push_sum_) {
     push_sum_->step(static_cast<uint64_t>(step), x);
   }

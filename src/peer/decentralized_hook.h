@@ -48,7 +48,9 @@ class DecentralizedHook final : public StepHook {
   std::optional<GossipStep> gossip_;
   std::optional<PushSumStep> push_sum_;
   bool push_sum_started_ = false;
-  std::vector<float> host_;     // host copy of the parameters for device backends
+  std::vector<float> host_;      // host copy of the parameters for device backends
+  std::vector<float> host_out_;  // gossip output for device backends
+  kernels::DeviceArray<float> spare_;  // host backends: the buffer a gossip step mixes into
   std::vector<float> scratch_;  // x̄ for the consensus distance
 };
 

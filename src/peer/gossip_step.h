@@ -12,8 +12,10 @@ namespace gossip::peer {
 class GossipStep {
  public:
   GossipStep(Transport& transport, topology::Graph graph, size_t floats, size_t chunk_floats, double timeout_s);
-  // Mixes x[0, floats) in place with this round's neighbours (host memory).
-  void step(uint64_t round, float* x);
+  // out ← W_ii·in + Σ_j W_ij·x_j (host memory, `in` and `out` distinct). `in` is sent zero-copy
+  // and read while the neighbours' chunks are folded into `out`; step() returns once the
+  // transport has released it, so the caller may then reuse it.
+  void step(uint64_t round, const float* in, float* out);
 
  private:
   Transport* t_;  // owned by the peer's main, outlives the step
@@ -21,7 +23,6 @@ class GossipStep {
   size_t floats_;
   size_t chunk_floats_;
   double timeout_s_;
-  SnapshotPool pool_;
 };
 
 }  // namespace gossip::peer

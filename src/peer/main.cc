@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/flags.h"
 #include "common/log.h"
+#include "kernels/backend.h"
 #include "peer/config.h"
 #include "peer/decentralized_hook.h"
 #include "peer/trainer.h"
@@ -45,13 +46,18 @@ int run(int argc, char** argv) {
     throw gossip::Error("gossip-peer", "rank " + std::to_string(rank) + " is outside 0.." + std::to_string(n - 1) +
                                            " (" + cfg.file + " lists " + std::to_string(n) + " peers)");
   gossip::set_log_prefix("[peer " + std::to_string(rank) + "] ");
+  // Peers are the parallelism: several BLAS thread pools on one host would only fight.
+  gossip::kernels::set_cpu_threads(cfg.threads > 0 ? cfg.threads : (n > 1 ? 1 : 0));
   using gossip::peer::Algorithm;
   if (n > 1 && cfg.algorithm.kind == Algorithm::kNone) gossip::log("note: ", n, " peers but algorithm none: each trains alone");
 
+  // Destroyed in reverse: the hook (whose buffers belong to the trainer's backend) goes first,
+  // the transport last.
   std::unique_ptr<gossip::peer::ZmqTransport> transport;
-  std::unique_ptr<gossip::peer::DecentralizedHook> hook;
   std::unique_ptr<gossip::peer::Trainer> trainer;
+  std::unique_ptr<gossip::peer::DecentralizedHook> hook;
   if (cfg.algorithm.kind != Algorithm::kNone && n > 1) {
+    gossip::peer::tune_allocator_for_large_messages();
     gossip::peer::ZmqTransportOptions opt;
     opt.rank = rank;
     for (const auto& p : cfg.peers.list) opt.endpoints.push_back(p.endpoint);

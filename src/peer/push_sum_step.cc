@@ -40,18 +40,30 @@ void PushSumStep::fold(const Expected& e) {
 }
 
 void PushSumStep::step(uint64_t round, float* z) {
-  // Apply the local update to the numerator: x ← x + (z' − x/w).
-  const float inv = static_cast<float>(1.0 / w_);
-  for (size_t i = 0; i < floats_; ++i) x_[i] += z[i] - x_[i] * inv;
-
   const topology::Neighbours nb = topology::neighbours(graph_, t_->size(), t_->rank(), static_cast<int64_t>(round));
   const VectorRef ref{MessageKind::kPushSum, round, 0};
-  for (const topology::Link& l : nb.out) {
-    auto share = pool_.copy(x_.data(), floats_, static_cast<float>(l.weight));
-    send_vector(*t_, l.peer, ref, share, 0, floats_, floats_, l.weight * w_, chunk_floats_);
-  }
+  // One pass: apply the local update to the numerator (x ← x + z' − x/w), and split it into the
+  // share each out-neighbour gets and the share this peer keeps.
+  const float inv = static_cast<float>(1.0 / w_);
   const float self = static_cast<float>(nb.self_weight);
-  for (size_t i = 0; i < floats_; ++i) x_[i] *= self;
+  if (nb.out.size() == 1) {
+    const float p = static_cast<float>(nb.out[0].weight);
+    auto share = pool_.buffer(floats_);
+    float* s = share->data();
+    for (size_t i = 0; i < floats_; ++i) {
+      const float x = x_[i] + z[i] - x_[i] * inv;
+      s[i] = p * x;
+      x_[i] = self * x;
+    }
+    send_vector(*t_, nb.out[0].peer, ref, s, share, 0, floats_, floats_, nb.out[0].weight * w_, chunk_floats_);
+  } else {
+    for (size_t i = 0; i < floats_; ++i) x_[i] += z[i] - x_[i] * inv;
+    for (const topology::Link& l : nb.out) {
+      auto share = pool_.copy(x_.data(), floats_, static_cast<float>(l.weight));
+      send_vector(*t_, l.peer, ref, share->data(), share, 0, floats_, floats_, l.weight * w_, chunk_floats_);
+    }
+    for (size_t i = 0; i < floats_; ++i) x_[i] *= self;
+  }
   w_ *= nb.self_weight;
   for (const topology::Link& l : nb.in) outstanding_.push_back({round, l.peer});
 

@@ -27,6 +27,7 @@ struct OutMessage {
   const float* data = nullptr;  // `count` floats, kept alive by `owner`
   size_t count = 0;
   Owner owner;
+  bool checksum_ready = false;  // header.checksum already computed (sender field included)
 };
 
 // A received chunk; `owner` keeps `data` alive (it points into the network buffer: no copy).
@@ -35,6 +36,7 @@ struct InMessage {
   const float* data = nullptr;
   size_t count = 0;
   std::shared_ptr<void> owner;
+  bool verified = true;  // false: the consumer must check header.checksum before using data
 };
 
 struct MatchKey {

@@ -63,19 +63,65 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_hw(const uint8_t* p, size_t n,
   while (n--) c32 = __builtin_ia32_crc32qi(c32, *p++);
   return c32;
 }
+
+// Three stripes of `stripe` bytes each, in one loop (raw, un-inverted CRC states).
+__attribute__((target("sse4.2"))) void crc32c_hw3(const uint8_t* p, size_t stripe, uint32_t s[3]) {
+  uint64_t a = s[0], b = s[1], c = s[2];
+  for (size_t i = 0; i < stripe; i += 8) {
+    uint64_t va, vb, vc;
+    std::memcpy(&va, p + i, 8);
+    std::memcpy(&vb, p + stripe + i, 8);
+    std::memcpy(&vc, p + 2 * stripe + i, 8);
+    a = __builtin_ia32_crc32di(a, va);
+    b = __builtin_ia32_crc32di(b, vb);
+    c = __builtin_ia32_crc32di(c, vc);
+  }
+  s[0] = static_cast<uint32_t>(a);
+  s[1] = static_cast<uint32_t>(b);
+  s[2] = static_cast<uint32_t>(c);
+}
 const bool have_sse42 = __builtin_cpu_supports("sse4.2");
 #endif
+
+// Raw CRC32C state update (no pre/post inversion).
+uint32_t crc32c_raw(const uint8_t* p, size_t n, uint32_t crc) {
+#if defined(__x86_64__)
+  if (have_sse42) return crc32c_hw(p, n, crc);
+#endif
+  (void)table_ready;
+  return crc32c_soft(p, n, crc);
+}
 
 }  // namespace
 
 uint32_t crc32c(const void* data, size_t bytes, uint32_t seed) {
-  const uint8_t* p = static_cast<const uint8_t*>(data);
-  uint32_t crc = ~seed;
-#if defined(__x86_64__)
-  if (have_sse42) return ~crc32c_hw(p, bytes, crc);
-#endif
+  return ~crc32c_raw(static_cast<const uint8_t*>(data), bytes, ~seed);
+}
+
+uint32_t crc32c_portable(const void* data, size_t bytes, uint32_t seed) {
   (void)table_ready;
-  return ~crc32c_soft(p, bytes, crc);
+  return ~crc32c_soft(static_cast<const uint8_t*>(data), bytes, ~seed);
+}
+
+uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed) {
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  const size_t stripe = (bytes / 3) & ~size_t(7);
+  uint32_t s[3] = {~0u, ~0u, ~0u};
+#if defined(__x86_64__)
+  if (have_sse42) {
+    crc32c_hw3(p, stripe, s);
+  } else
+#endif
+  {
+    for (int k = 0; k < 3; ++k) s[k] = crc32c_raw(p + k * stripe, stripe, s[k]);
+  }
+  s[2] = crc32c_raw(p + 3 * stripe, bytes - 3 * stripe, s[2]);
+  uint8_t lanes[12];
+  for (int k = 0; k < 3; ++k) {
+    const uint32_t v = ~s[k];
+    std::memcpy(lanes + 4 * k, &v, 4);
+  }
+  return crc32c(lanes, sizeof(lanes), seed);
 }
 
 void encode_header(const Header& h, uint8_t* out) {
@@ -118,11 +164,11 @@ Header decode_header(const uint8_t* in) {
 uint32_t message_checksum(const Header& h, const void* payload, size_t payload_bytes) {
   uint8_t buf[kHeaderBytes];
   encode_header(h, buf);
-  return crc32c(payload, payload_bytes, crc32c(buf, kHeaderBytes - 4));
+  return payload_checksum(payload, payload_bytes, crc32c(buf, kHeaderBytes - 4));
 }
 
-std::optional<std::string> validate_message(const void* header, size_t header_bytes, const void* payload,
-                                            size_t payload_bytes, Header* decoded) {
+std::optional<std::string> validate_header(const void* header, size_t header_bytes, size_t payload_bytes,
+                                           Header* decoded) {
   if (header_bytes != kHeaderBytes)
     return "header frame of " + std::to_string(header_bytes) + " bytes (expected " + std::to_string(kHeaderBytes) + ")";
   Header h = decode_header(static_cast<const uint8_t*>(header));
@@ -138,7 +184,19 @@ std::optional<std::string> validate_message(const void* header, size_t header_by
   if (h.offset > h.total_floats || count > h.total_floats - h.offset)
     return "chunk [" + std::to_string(h.offset) + ", +" + std::to_string(count) + ") outside a vector of " +
            std::to_string(h.total_floats);
-  if (message_checksum(h, payload, payload_bytes) != h.checksum) return "checksum mismatch";
+  *decoded = h;
+  return std::nullopt;
+}
+
+bool checksum_matches(const Header& h, const void* payload, size_t payload_bytes) {
+  return message_checksum(h, payload, payload_bytes) == h.checksum;
+}
+
+std::optional<std::string> validate_message(const void* header, size_t header_bytes, const void* payload,
+                                            size_t payload_bytes, Header* decoded) {
+  Header h;
+  if (auto problem = validate_header(header, header_bytes, payload_bytes, &h)) return problem;
+  if (!checksum_matches(h, payload, payload_bytes)) return "checksum mismatch";
   *decoded = h;
   return std::nullopt;
 }

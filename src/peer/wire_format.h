@@ -44,12 +44,26 @@ Header decode_header(const uint8_t* in);
 
 // CRC32C (Castagnoli), hardware-accelerated where the CPU has SSE4.2.
 uint32_t crc32c(const void* data, size_t bytes, uint32_t seed = 0);
+// The same, always by table lookup (to check the hardware path against).
+uint32_t crc32c_portable(const void* data, size_t bytes, uint32_t seed = 0);
+
+// Checksum of a payload: the payload is cut into three equal stripes (multiples of 8 bytes; the
+// tail goes with the third), each stripe gets its own CRC32C, and the result is the CRC32C of the
+// three stripe CRCs (12 little-endian bytes) seeded with `seed`. Three independent stripes let
+// the CPU overlap the CRC instruction's latency, about 3x faster than one stream.
+uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed);
 
 // Computes the checksum over the encoded header (minus its checksum field) and the payload.
 uint32_t message_checksum(const Header& h, const void* payload, size_t payload_bytes);
 
-// Why a received message is rejected, or nullopt when it is well formed. Checks sizes, magic,
-// version, kind and checksum; the caller checks what depends on the run (sender, model size).
+// Why a received header is rejected, or nullopt when it is well formed: sizes, magic, version,
+// kind and chunk bounds — everything but the checksum, which costs a pass over the payload and is
+// checked by the consumer right before it uses the (then cache-hot) values.
+std::optional<std::string> validate_header(const void* header, size_t header_bytes, size_t payload_bytes,
+                                           Header* decoded);
+bool checksum_matches(const Header& h, const void* payload, size_t payload_bytes);
+
+// validate_header plus the checksum. The caller checks what depends on the run (sender, model size).
 std::optional<std::string> validate_message(const void* header, size_t header_bytes, const void* payload,
                                             size_t payload_bytes, Header* decoded);
 

@@ -31,6 +31,11 @@ struct ZmqTransportOptions {
   double linger_s = 5;                 // at shutdown, how long unsent messages may still go out
 };
 
+// Keeps freed large blocks in the heap instead of returning them to the kernel: every received
+// chunk is a fresh ZeroMQ allocation, and with glibc's default 128 KiB mmap threshold each would
+// cost page faults and zeroing. Process-wide; programs call it once at start-up.
+void tune_allocator_for_large_messages();
+
 class ZmqTransport final : public Transport {
  public:
   // Binds and starts the communication thread; throws gossip::Error if the bind fails.

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Benchmark 2: time of one exchange round (gossip ring, one-peer exponential, push-sum, and the
+# peers' own ring all-reduce) vs OpenMPI's MPI_Allreduce (Debian openmpi-bin, --mca btl tcp,self)
+# on the same buffer size and process count, interleaved in ONE run; medians of REPEATS runs and
+# ratios to MPI. Usage: bench/exchange_round.sh [repeats] [floats...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPEATS=${1:-5}
+shift || true
+SIZES=${*:-4194304}
+command -v mpicc >/dev/null || { echo "installing openmpi"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null; }
+bash scripts/setup.sh >/dev/null
+mkdir -p build/bench-mpi
+mpicc -O2 -o build/bench-mpi/mpi_allreduce bench/mpi_allreduce.c
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe --mca btl tcp,self --mca btl_tcp_if_include lo)
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+echo "| floats (MB) | n | MPI_Allreduce ms | gossip ring ms | ring / MPI | one-peer exp ms | one-peer / MPI | push-sum ms | push-sum / MPI | our all-reduce ms | ours / MPI |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+for floats in $SIZES; do
+  for n in 4 8; do
+    declare -A res=()
+    for _ in $(seq "$REPEATS"); do
+      res[mpi]+="$("${MPIRUN[@]}" -np "$n" build/bench-mpi/mpi_allreduce "$floats" 10 | awk '{print $NF}') "
+      for a in ring one_peer_exponential push_sum allreduce; do
+        res[$a]+="$(build/bin/exchange_bench --n "$n" --floats "$floats" --algo $a --rounds 10 | awk '{print $NF}') "
+      done
+    done
+    m() { printf '%s\n' ${res[$1]} | median; }
+    mpi=$(m mpi)
+    row="| $floats ($(awk -v f="$floats" 'BEGIN{printf "%.1f", f*4/1e6}')) | $n | $(awk -v s="$mpi" 'BEGIN{printf "%.1f", s*1e3}') |"
+    for a in ring one_peer_exponential push_sum allreduce; do
+      v=$(m $a)
+      row+=" $(awk -v s="$v" 'BEGIN{printf "%.1f", s*1e3}') | $(awk -v s="$v" -v b="$mpi" 'BEGIN{printf "%.2f", s/b}') |"
+    done
+    echo "$row"
+  done
+done
