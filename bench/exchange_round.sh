@@ -14,22 +14,26 @@ mkdir -p build/bench-mpi
 mpicc -O2 -o build/bench-mpi/mpi_allreduce bench/mpi_allreduce.c
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --mca btl tcp,self --mca btl_tcp_if_include lo)
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-echo "| floats (MB) | n | MPI_Allreduce ms | gossip ring ms | ring / MPI | one-peer exp ms | one-peer / MPI | push-sum ms | push-sum / MPI | our all-reduce ms | ours / MPI |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+ALGOS=(ring one_peer_exponential push_sum allreduce ring@ipc one_peer_exponential@ipc)
+echo "gossip rows use tcp://127.0.0.1 unless marked ipc://; MPI uses --mca btl tcp,self; medians of $REPEATS runs of 10 rounds"
+echo
+echo "| floats (MB) | n | MPI_Allreduce ms | ring ms | ring / MPI | one-peer exp ms | one-peer / MPI | push-sum ms | push-sum / MPI | our all-reduce ms | ours / MPI | ring ipc ms | ring ipc / MPI | one-peer ipc ms | one-peer ipc / MPI |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for floats in $SIZES; do
   for n in 4 8; do
     declare -A res=()
     for _ in $(seq "$REPEATS"); do
       res[mpi]+="$("${MPIRUN[@]}" -np "$n" build/bench-mpi/mpi_allreduce "$floats" 10 | awk '{print $NF}') "
-      for a in ring one_peer_exponential push_sum allreduce; do
-        res[$a]+="$(build/bin/exchange_bench --n "$n" --floats "$floats" --algo $a --rounds 10 | awk '{print $NF}') "
+      for a in "${ALGOS[@]}"; do
+        transport=tcp; [[ $a == *@ipc ]] && transport=ipc
+        res[$a]+="$(build/bin/exchange_bench --n "$n" --floats "$floats" --algo "${a%@ipc}" --transport $transport --rounds 10 | awk '{print $NF}') "
       done
     done
     m() { printf '%s\n' ${res[$1]} | median; }
     mpi=$(m mpi)
     row="| $floats ($(awk -v f="$floats" 'BEGIN{printf "%.1f", f*4/1e6}')) | $n | $(awk -v s="$mpi" 'BEGIN{printf "%.1f", s*1e3}') |"
-    for a in ring one_peer_exponential push_sum allreduce; do
-      v=$(m $a)
+    for a in "${ALGOS[@]}"; do
+      v=$(m "$a")
       row+=" $(awk -v s="$v" 'BEGIN{printf "%.1f", s*1e3}') | $(awk -v s="$v" -v b="$mpi" 'BEGIN{printf "%.2f", s/b}') |"
     done
     echo "$row"

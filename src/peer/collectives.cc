@@ -76,37 +76,47 @@ void send_vector(Transport& t, const std::vector<int>& peers, const VectorRef& r
   } while (done < count);
 }
 
-double receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,
-                      const std::function<void(size_t, const float*, size_t)>& fold) {
-  const MatchKey key{ref.kind, peer, ref.round, ref.tag};
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
-  size_t got = 0;
-  double weight = 0;
-  bool any = false;  // a zero-length vector still arrives as one (empty) chunk
-  while (!any || got < count) {
-    std::optional<InMessage> m = t.receive(key, deadline);
+ChunkReader::ChunkReader(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s)
+    : t_(&t),
+      peer_(peer),
+      key_{ref.kind, peer, ref.round, ref.tag},
+      offset_(offset),
+      count_(count),
+      deadline_(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s))),
+      timeout_s_(timeout_s) {}
+
+std::optional<InMessage> ChunkReader::next() {
+  while (!any_ || got_ < count_) {
+    std::optional<InMessage> m = t_->receive(key_, deadline_);
     if (!m)
-      throw Error("peer " + std::to_string(t.rank()),
-                  "no " + kind_name(static_cast<uint16_t>(ref.kind)) + " message from " + t.describe(peer) +
-                      " for round " + std::to_string(ref.round) + " within " + std::to_string(timeout_s) +
+      throw Error("peer " + std::to_string(t_->rank()),
+                  "no " + kind_name(static_cast<uint16_t>(key_.kind)) + " message from " + t_->describe(peer_) +
+                      " for round " + std::to_string(key_.round) + " within " + std::to_string(timeout_s_) +
                       " s: the neighbour is dead, hung or far behind");
     if (!m->verified && !checksum_matches(m->header, m->data, m->count * sizeof(float))) {
-      log("peer ", t.rank(), ": dropped a ", kind_name(m->header.kind), " chunk claiming to be from ", t.describe(peer),
-          ": checksum mismatch");
+      log("peer ", t_->rank(), ": dropped a ", kind_name(m->header.kind), " chunk claiming to be from ",
+          t_->describe(peer_), ": checksum mismatch");
       continue;
     }
     const uint64_t begin = m->header.offset;
-    if (begin != offset + got || m->count > count - got) {
-      log("peer ", t.rank(), ": dropped a chunk [", begin, ", +", m->count, ") claiming to be from ", t.describe(peer),
-          ": expected one starting at ", offset + got);
+    if (begin != offset_ + got_ || m->count > count_ - got_) {
+      log("peer ", t_->rank(), ": dropped a chunk [", begin, ", +", m->count, ") claiming to be from ",
+          t_->describe(peer_), ": expected one starting at ", offset_ + got_);
       continue;
     }
-    if (!any) weight = m->header.weight;
-    fold(begin - offset, m->data, m->count);
-    got += m->count;
-    any = true;
+    if (!any_) weight_ = m->header.weight;
+    any_ = true;
+    got_ += m->count;
+    return m;
   }
-  return weight;
+  return std::nullopt;
+}
+
+double receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,
+                      const std::function<void(size_t, const float*, size_t)>& fold) {
+  ChunkReader reader(t, peer, ref, offset, count, timeout_s);
+  while (std::optional<InMessage> m = reader.next()) fold(m->header.offset - offset, m->data, m->count);
+  return reader.weight();
 }
 
 void RingAllReduce::sum(float* x, size_t n) {

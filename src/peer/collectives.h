@@ -57,6 +57,29 @@ class SendGuard {
 double receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,
                       const std::function<void(size_t, const float*, size_t)>& fold);
 
+// Receives chunk after chunk of one vector from one peer (the chunk-at-a-time form of
+// receive_vector), so a consumer can walk several peers' vectors in step.
+class ChunkReader {
+ public:
+  ChunkReader(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s);
+  // The next verified chunk (values at [offset + index, + count) of the vector); nullopt once the
+  // whole vector has been read.
+  std::optional<InMessage> next();
+  size_t position() const { return got_; }  // floats read so far
+  double weight() const { return weight_; }
+
+ private:
+  Transport* t_;  // outlives the reader (stack object inside one step)
+  int peer_;
+  MatchKey key_;
+  size_t offset_, count_;
+  Clock::time_point deadline_;
+  double timeout_s_;
+  size_t got_ = 0;
+  bool any_ = false;
+  double weight_ = 0;
+};
+
 class RingAllReduce {
  public:
   RingAllReduce(Transport& transport, size_t chunk_floats, double timeout_s)

@@ -1,6 +1,36 @@
 #include "peer/gossip_step.h"
 
+#include <algorithm>
+#include <optional>
+
 namespace gossip::peer {
+namespace {
+
+// dst = self·src + Σ_k w_k·v_k over `span` floats, v_k = current[k]->data + used[k]; the common
+// degrees get one fused loop each.
+void fold_span(float self, const float* __restrict src, float* __restrict dst, size_t span,
+               const std::vector<std::optional<InMessage>>& current, const std::vector<size_t>& used,
+               const std::vector<float>& w) {
+  const size_t deg = current.size();
+  if (deg == 0) {
+    for (size_t j = 0; j < span; ++j) dst[j] = self * src[j];
+  } else if (deg == 1) {
+    const float* __restrict a = current[0]->data + used[0];
+    for (size_t j = 0; j < span; ++j) dst[j] = self * src[j] + w[0] * a[j];
+  } else if (deg == 2) {
+    const float* __restrict a = current[0]->data + used[0];
+    const float* __restrict b = current[1]->data + used[1];
+    for (size_t j = 0; j < span; ++j) dst[j] = self * src[j] + w[0] * a[j] + w[1] * b[j];
+  } else {
+    for (size_t j = 0; j < span; ++j) dst[j] = self * src[j];
+    for (size_t k = 0; k < deg; ++k) {
+      const float* __restrict a = current[k]->data + used[k];
+      for (size_t j = 0; j < span; ++j) dst[j] += w[k] * a[j];
+    }
+  }
+}
+
+}  // namespace
 
 GossipStep::GossipStep(Transport& transport, topology::Graph graph, size_t floats, size_t chunk_floats,
                        double timeout_s)
@@ -14,26 +44,35 @@ void GossipStep::step(uint64_t round, const float* in, float* out) {
   for (const topology::Link& l : nb.out) out_peers.push_back(l.peer);
   send_vector(*t_, out_peers, ref, in, guard.owner(), 0, floats_, floats_, 0, chunk_floats_);
   const float self = static_cast<float>(nb.self_weight);
-  if (nb.in.empty()) {
-    for (size_t i = 0; i < floats_; ++i) out[i] = self * in[i];
+  // Walk every in-neighbour's vector in step and fold one span of all of them in a single pass,
+  // out = self·in + Σ w_k·v_k, so `in` and `out` are touched once per round whatever the degree.
+  // No full copy of a neighbour is kept: chunks are released as soon as they are folded.
+  const size_t deg = nb.in.size();
+  std::vector<ChunkReader> readers;
+  std::vector<std::optional<InMessage>> current(deg);
+  std::vector<size_t> used(deg, 0);  // floats of current[k] already folded
+  std::vector<float> weights(deg);
+  for (size_t k = 0; k < deg; ++k) {
+    readers.emplace_back(*t_, nb.in[k].peer, ref, 0, floats_, timeout_s_);
+    weights[k] = static_cast<float>(nb.in[k].weight);
   }
-  // Fold each neighbour's chunks in as they come (no full copy of a neighbour is kept); the
-  // first neighbour's pass also applies the self weight, so x is read once.
-  for (size_t k = 0; k < nb.in.size(); ++k) {
-    const float w = static_cast<float>(nb.in[k].weight);
-    if (k == 0) {
-      receive_vector(*t_, nb.in[k].peer, ref, 0, floats_, timeout_s_, [in, out, w, self](size_t i, const float* v, size_t c) {
-        const float* __restrict src = in + i;
-        float* __restrict dst = out + i;
-        for (size_t j = 0; j < c; ++j) dst[j] = self * src[j] + w * v[j];
-      });
-    } else {
-      receive_vector(*t_, nb.in[k].peer, ref, 0, floats_, timeout_s_, [out, w](size_t i, const float* v, size_t c) {
-        float* __restrict dst = out + i;
-        for (size_t j = 0; j < c; ++j) dst[j] += w * v[j];
-      });
+  size_t pos = 0;
+  do {  // at least once: a zero-length vector still arrives as one empty chunk per neighbour
+    size_t span = floats_ - pos;
+    for (size_t k = 0; k < deg; ++k) {
+      while (!current[k] || used[k] == current[k]->count) {
+        current[k] = readers[k].next();
+        used[k] = 0;
+        if (!current[k]) break;  // vector complete (only for the empty vector here)
+      }
+      span = current[k] ? std::min(span, current[k]->count - used[k]) : 0;
     }
-  }
+    if (span == 0) break;
+    fold_span(self, in + pos, out + pos, span, current, used, weights);
+    for (size_t k = 0; k < deg; ++k) used[k] += span;
+    pos += span;
+  } while (pos < floats_);
+  current.clear();  // release the neighbours' chunks before waiting for ours to be released
   guard.wait_released(timeout_s_, "peer " + std::to_string(t_->rank()));
 }
 

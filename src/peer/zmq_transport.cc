@@ -163,9 +163,7 @@ bool ZmqTransport::connect(Link& link, int peer) {
     }
   }
   zmq::socket_t dealer(context_, zmq::socket_type::dealer);
-  std::string id = "r";  // built in two steps: GCC 12 warns falsely (-Wrestrict) on "r" + string
-  id += std::to_string(rank());
-  dealer.set(zmq::sockopt::routing_id, id);
+  dealer.set(zmq::sockopt::routing_id, "r" + std::to_string(rank()));
   dealer.set(zmq::sockopt::linger, static_cast<int>(options_.linger_s * 1000));
   dealer.set(zmq::sockopt::sndhwm, 4096);
   dealer.connect(ep);
