@@ -99,6 +99,15 @@ TEST(PeerProcesses, PeriodicGlobalAverageZeroesConsensusDistance) {
   EXPECT_GE(zero_rounds, 4);
 }
 
+TEST(PeerProcesses, PushSumWithPeriodicGlobalAverage) {
+  TempDir dir;
+  auto r = launch(dir, config(4, "push_sum_one_peer_exponential",
+                              "{kind: push_sum, overlap: true, global_average_every: 4}", "consensus_every: 1\n"));
+  expect_all_trained(r, 4, 0.9);
+  for (auto [step, v] : consensus_by_step(r.output))
+    if (step % 4 == 0) EXPECT_LT(v.second, 1e-12) << "step " << step;
+}
+
 // Learning rate 0 and different initial models: pure averaging, as the topology library predicts.
 std::string pure_averaging(int n, const std::string& topology) {
   return config(n, topology, "gossip", "consensus_every: 1\ninit: per_rank\n", "{lr: 0.0, momentum: 0.0, batch: 32, epochs: 1}");
@@ -137,6 +146,34 @@ TEST(PeerProcesses, DeadNeighbourIsReportedNotWaitedForever) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_LT(r.seconds, 30);
   EXPECT_NE(r.output.find("peer 1"), std::string::npos) << r.output;
+}
+
+// The rank can come from a cluster launcher's environment instead of --rank.
+TEST(PeerProcesses, RankFromClusterEnvironment) {
+  TempDir dir;
+  const std::string yaml = dir.write("one.yaml", config(2, "ring", "{kind: gossip, timeout_s: 1}", "", "{lr: 0.05, batch: 32, epochs: 1}"));
+  auto r = run_command("env SLURM_PROCID=1 " + testing::bin("gossip-peer") + " --config " + yaml + " --rendezvous " +
+                           dir.path(), 30);
+  EXPECT_NE(r.output.find("[peer 1] bound"), std::string::npos) << r.output;
+  auto bad = run_command("env OMPI_COMM_WORLD_RANK=5 " + testing::bin("gossip-peer") + " --config " + yaml, 30);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("rank 5 is outside 0..1"), std::string::npos) << bad.output;
+}
+
+// Ctrl-C to the launcher reaches every peer, and nothing is left running.
+TEST(Launcher, InterruptStopsEveryPeer) {
+  TempDir dir;
+  const std::string yaml = dir.write("long.yaml", config(4, "ring", "gossip", "", "{lr: 0.05, batch: 32, epochs: 100000}"));
+  const std::string pidfile = dir.path() + "/launcher.pid";
+  auto r = run_command("sh -c '" + testing::bin("gossip-launch") + " " + yaml + " & echo $! > " + pidfile +
+                           "; sleep 2; kill -INT $(cat " + pidfile + "); wait $(cat " + pidfile + ")'",
+                       60);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_LT(r.seconds, 30);
+  EXPECT_NE(r.output.find("forwarding signal 2"), std::string::npos) << r.output;
+  // The [g] keeps pgrep from matching the shell that runs it.
+  auto left = run_command("pgrep -f '[g]ossip-peer --config " + yaml + "'", 10);
+  EXPECT_EQ(left.output, "") << "peers left behind";
 }
 
 TEST(Launcher, BadConfigIsExitCodeTwoNamingTheFile) {
