@@ -131,6 +131,10 @@ void ZmqTransport::comm_main(std::promise<std::string> bound) {
         throw Error("peer " + std::to_string(rank()), "endpoint " + ep + " uses port 0 but no rendezvous directory was given");
       ep = ep.substr(0, ep.size() - 1) + "*";
     }
+    if (ep.rfind("ipc://", 0) == 0) {  // the socket's directory may not exist yet
+      std::error_code ignored;
+      fs::create_directories(fs::path(ep.substr(6)).parent_path(), ignored);
+    }
     try {
       router.bind(ep);
     } catch (const zmq::error_t& e) {
