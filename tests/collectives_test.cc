@@ -70,7 +70,7 @@ TEST(Collectives, ReceiveTimesOutNamingThePeer) {
     receive_vector(t, 1, {MessageKind::kGossip, 4, 0}, 0, 10, 0.05, [](size_t, const float*, size_t) {});
     FAIL();
   } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("inproc peer 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("inproc://1"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("round 4"), std::string::npos) << e.what();
   }
 }

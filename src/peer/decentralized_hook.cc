@@ -78,6 +78,10 @@ void DecentralizedHook::after_step(int64_t step, model::Mlp& model) {
     push_sum_->step(static_cast<uint64_t>(step), x);
   }
   store_params(model);
+  if (control_) {
+    control_->set_round(step + 1);
+    if (control_->snapshot_due(step + 1)) control_->capture(step + 1, x, floats_);
+  }
   if (consensus_every_ > 0 && (step + 1) % consensus_every_ == 0 && (step + 1) % log_every_ != 0) {
     Consensus c = consensus(x);
     if (t_->rank() == 0) {
@@ -118,11 +122,20 @@ std::string DecentralizedHook::log_extra(int64_t step, model::Mlp& model) {
   return out.str();
 }
 
+void DecentralizedHook::progress(int64_t, model::Mlp& model, double loss, double accuracy, double samples_per_s) {
+  if (!control_) return;
+  const float* x = host_params(model);
+  double norm = 0;
+  for (size_t i = 0; i < floats_; ++i) norm += double(x[i]) * x[i];
+  control_->set_progress(loss, accuracy, samples_per_s, std::sqrt(norm));
+}
+
 bool DecentralizedHook::finish(model::Mlp& model) {
   float* x = host_params(model);
   if (push_sum_) push_sum_->drain(x);
   global_average(x);
   store_params(model);
+  if (control_) control_->set_finished();
   return true;
 }
 

@@ -10,6 +10,7 @@
 
 #include "peer/collectives.h"
 #include "peer/config.h"
+#include "peer/control.h"
 #include "peer/gossip_step.h"
 #include "peer/push_sum_step.h"
 #include "peer/trainer.h"
@@ -29,7 +30,10 @@ class DecentralizedHook final : public StepHook {
   void before_step(int64_t step, model::Mlp& model) override;
   void after_step(int64_t step, model::Mlp& model) override;
   std::string log_extra(int64_t step, model::Mlp& model) override;
+  void progress(int64_t step, model::Mlp& model, double loss, double accuracy, double samples_per_s) override;
   bool finish(model::Mlp& model) override;
+  // Publishes round, progress and snapshots on the control channel (`control` outlives the hook).
+  void set_control(ControlState* control) { control_ = control; }
 
   // Collective: every peer must call it at the same point. x is this peer's (de-biased) model.
   Consensus consensus(const float* x);
@@ -48,6 +52,7 @@ class DecentralizedHook final : public StepHook {
   std::optional<GossipStep> gossip_;
   std::optional<PushSumStep> push_sum_;
   bool push_sum_started_ = false;
+  ControlState* control_ = nullptr;
   std::vector<float> host_;      // host copy of the parameters for device backends
   std::vector<float> host_out_;  // gossip output for device backends
   kernels::DeviceArray<float> spare_;  // host backends: the buffer a gossip step mixes into

@@ -30,7 +30,7 @@ class InprocTransport final : public Transport {
   void send(int peer, OutMessage message) override;
   std::optional<InMessage> receive(const MatchKey& key, Clock::time_point deadline) override;
   bool ready(const MatchKey& key) override { return fabric_->box(rank_).ready(key); }
-  std::string describe(int peer) const override { return "inproc peer " + std::to_string(peer); }
+  std::string endpoint_of(int peer) const override { return "inproc://" + std::to_string(peer); }
   TransportStats stats() const override;
 
  private:

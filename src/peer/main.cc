@@ -51,8 +51,10 @@ int run(int argc, char** argv) {
   using gossip::peer::Algorithm;
   if (n > 1 && cfg.algorithm.kind == Algorithm::kNone) gossip::log("note: ", n, " peers but algorithm none: each trains alone");
 
-  // Destroyed in reverse: the hook (whose buffers belong to the trainer's backend) goes first,
-  // the transport last.
+  // Destroyed in reverse: the hook (whose buffers belong to the trainer's backend) first, then
+  // the trainer, the transport (joining the comm thread that calls the control state) and last
+  // the control state.
+  std::unique_ptr<gossip::peer::ControlState> control;
   std::unique_ptr<gossip::peer::ZmqTransport> transport;
   std::unique_ptr<gossip::peer::Trainer> trainer;
   std::unique_ptr<gossip::peer::DecentralizedHook> hook;
@@ -73,6 +75,11 @@ int run(int argc, char** argv) {
   if (transport) {
     transport->set_max_total_floats(trainer->model().num_params() + 16);
     hook = std::make_unique<gossip::peer::DecentralizedHook>(cfg, *transport, trainer->model().num_params());
+    gossip::peer::ControlInfo info{rank, n, trainer->total_steps(), gossip::peer::algorithm_name(cfg.algorithm.kind),
+                                   cfg.topology, trainer->model().num_params()};
+    control = std::make_unique<gossip::peer::ControlState>(info, transport.get());
+    hook->set_control(control.get());
+    transport->set_control_handler(control.get());
     trainer->set_hook(hook.get());
   }
   gossip::peer::TrainResult r = trainer->run();

@@ -120,7 +120,11 @@ TrainResult Trainer::run() {
            << std::setprecision(2) << double(step + 1) / steps_per_epoch_ << std::setprecision(4) << " loss "
            << interval_loss / interval_count << " train_acc " << double(interval_correct) / interval_count
            << std::setprecision(0) << " samples/s " << interval_count / std::max(secs, 1e-9);
-      if (hook_) line << hook_->log_extra(step, *model_);
+      if (hook_) {
+        hook_->progress(step, *model_, interval_loss / interval_count, double(interval_correct) / interval_count,
+                        interval_count / std::max(secs, 1e-9));
+        line << hook_->log_extra(step, *model_);
+      }
       log(line.str());
       result.final_train_loss = interval_loss / interval_count;
       interval_loss = 0;

@@ -25,6 +25,9 @@ class StepHook {
   virtual void after_step(int64_t step, model::Mlp& model) = 0;
   // Extra text for the progress line of `step` (e.g. the consensus distance).
   virtual std::string log_extra(int64_t /*step*/, model::Mlp& /*model*/) { return ""; }
+  // At each progress line, with the interval's mean loss, train accuracy and throughput.
+  virtual void progress(int64_t /*step*/, model::Mlp& /*model*/, double /*loss*/, double /*accuracy*/,
+                        double /*samples_per_s*/) {}
   // After the last step and the evaluation of this peer's own model; returns true when it replaced
   // the model by the global average (which is then evaluated too).
   virtual bool finish(model::Mlp& /*model*/) { return false; }

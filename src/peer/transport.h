@@ -68,8 +68,10 @@ class Transport {
   [[nodiscard]] virtual std::optional<InMessage> receive(const MatchKey& key, Clock::time_point deadline) = 0;
   // True when a chunk matching `key` is already here (never blocks).
   [[nodiscard]] virtual bool ready(const MatchKey& key) = 0;
-  // Description of a peer for error messages (its endpoint).
-  virtual std::string describe(int peer) const = 0;
+  // The endpoint a peer can be reached at (resolved through the rendezvous when it bound port 0).
+  virtual std::string endpoint_of(int peer) const = 0;
+  // Description of a peer for error messages: "peer 3 (tcp://127.0.0.1:40123)".
+  std::string describe(int peer) const { return "peer " + std::to_string(peer) + " (" + endpoint_of(peer) + ")"; }
   virtual TransportStats stats() const = 0;
 };
 

@@ -175,7 +175,7 @@ std::optional<std::string> validate_header(const void* header, size_t header_byt
   if (h.magic != kMagic) return "wrong magic (not a gossip peer?)";
   if (h.version != kProtocolVersion)
     return "protocol version " + std::to_string(h.version) + " (this peer speaks " + std::to_string(kProtocolVersion) + ")";
-  if (h.kind < static_cast<uint16_t>(MessageKind::kGossip) || h.kind > static_cast<uint16_t>(MessageKind::kAllGather))
+  if (h.kind < static_cast<uint16_t>(MessageKind::kGossip) || h.kind > static_cast<uint16_t>(MessageKind::kControlReply))
     return "unknown message kind " + std::to_string(h.kind);
   if (h.payload_bytes != payload_bytes)
     return "payload of " + std::to_string(payload_bytes) + " bytes but header says " + std::to_string(h.payload_bytes);
@@ -201,12 +201,19 @@ std::optional<std::string> validate_message(const void* header, size_t header_by
   return std::nullopt;
 }
 
+std::string pad_text(std::string text) {
+  while (text.size() % 4) text.push_back(' ');
+  return text;
+}
+
 std::string kind_name(uint16_t kind) {
   switch (static_cast<MessageKind>(kind)) {
     case MessageKind::kGossip: return "gossip";
     case MessageKind::kPushSum: return "push-sum";
     case MessageKind::kReduceScatter: return "reduce-scatter";
     case MessageKind::kAllGather: return "all-gather";
+    case MessageKind::kControlRequest: return "control request";
+    case MessageKind::kControlReply: return "control reply";
   }
   return "kind " + std::to_string(kind);
 }

@@ -20,7 +20,20 @@ enum class MessageKind : uint16_t {
   kPushSum = 2,        // (p·x, p·w) of a push-sum round; weight carries p·w
   kReduceScatter = 3,  // ring all-reduce, first half; tag = step
   kAllGather = 4,      // ring all-reduce, second half; tag = step
+  kControlRequest = 5, // a tool asks a peer something; tag = ControlOp, payload = JSON text
+  kControlReply = 6,   // the answer; weight = 1 when the payload is floats, 0 when JSON text
 };
+
+// What a control request asks (the header's tag).
+enum class ControlOp : uint32_t {
+  kStatus = 1,    // {} → status JSON
+  kSnapshot = 2,  // {"round": R, "sketch": k, "seed": s} → {"ok": true} or {"error": "..."}
+  kFetch = 3,     // {"round": R} → the snapshot's floats, or {"ready": false, ...}
+};
+
+// Control payloads are text padded with spaces to a whole number of 4-byte words, so every
+// payload keeps the float-sized framing the checks below expect.
+std::string pad_text(std::string text);
 
 struct Header {
   uint32_t magic = kMagic;

@@ -96,15 +96,15 @@ std::optional<InMessage> ZmqTransport::receive(const MatchKey& key, Clock::time_
   return m;
 }
 
-std::string ZmqTransport::describe(int peer) const {
-  if (peer < 0 || peer >= size()) return "peer " + std::to_string(peer);
+std::string ZmqTransport::endpoint_of(int peer) const {
+  if (peer < 0 || peer >= size()) return "?";
   std::string ep = options_.endpoints[peer];
   if (is_any_port(ep) && !options_.rendezvous_dir.empty()) {
     std::ifstream in(rendezvous_path(options_.rendezvous_dir, peer));
     std::string published;
     if (in >> published) ep = published;
   }
-  return "peer " + std::to_string(peer) + " (" + ep + ")";
+  return ep;
 }
 
 TransportStats ZmqTransport::stats() const {
@@ -218,7 +218,16 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
       problem = std::to_string(frames.size()) + " frames (expected header + payload)";
     } else {
       problem = validate_header(frames[0].data(), frames[0].size(), frames[1].size(), &h);
-      if (!problem) {
+      if (!problem && h.kind == static_cast<uint16_t>(MessageKind::kControlRequest)) {
+        if (!checksum_matches(h, frames[1].data(), frames[1].size())) {
+          problem = "control request with a bad checksum";
+        } else {
+          answer_control(router, identity, h, frames[1]);
+          continue;
+        }
+      } else if (!problem && h.kind == static_cast<uint16_t>(MessageKind::kControlReply)) {
+        problem = "a control reply (peers never ask)";
+      } else if (!problem) {
         if (h.sender >= static_cast<uint32_t>(size()) || who != "r" + std::to_string(h.sender))
           problem = "sender field " + std::to_string(h.sender) + " does not match the connection";
         else if (h.total_floats > max_total_floats_)
@@ -251,6 +260,36 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
     }
     mailbox_.put(std::move(in));
   }
+}
+
+void ZmqTransport::answer_control(zmq::socket_t& router, const zmq::message_t& identity, const Header& request,
+                                  const zmq::message_t& payload) {
+  ControlHandler* handler = control_;
+  ControlReply reply;
+  if (handler) {
+    reply = handler->handle(request.tag, std::string(static_cast<const char*>(payload.data()), payload.size()));
+  } else {
+    reply.text = "{\"error\": \"peer is starting\"}";
+  }
+  std::string text = pad_text(reply.text);
+  const void* data = reply.floats ? static_cast<const void*>(reply.values->data()) : text.data();
+  const size_t bytes = reply.floats ? reply.values->size() * sizeof(float) : text.size();
+  Header h;
+  h.kind = static_cast<uint16_t>(MessageKind::kControlReply);
+  h.sender = static_cast<uint32_t>(rank());
+  h.round = request.round;
+  h.tag = request.tag;
+  h.payload_bytes = static_cast<uint32_t>(bytes);
+  h.total_floats = bytes / sizeof(float);
+  h.weight = reply.floats ? 1.0 : 0.0;
+  h.checksum = message_checksum(h, data, bytes);
+  uint8_t head[kHeaderBytes];
+  encode_header(h, head);
+  // A tool that went away is simply not answered: never block the comm thread on it.
+  if (!router.send(zmq::const_buffer(identity.data(), identity.size()), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
+    return;
+  router.send(zmq::const_buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
+  router.send(zmq::const_buffer(data, bytes), zmq::send_flags::none);
 }
 
 void ZmqTransport::comm_loop(zmq::socket_t& router, std::vector<Link>& links) {

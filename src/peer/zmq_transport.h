@@ -16,6 +16,7 @@
 
 #include <zmq.hpp>
 
+#include "peer/control.h"
 #include "peer/mailbox.h"
 #include "peer/transport.h"
 
@@ -49,10 +50,13 @@ class ZmqTransport final : public Transport {
   void send(int peer, OutMessage message) override;
   std::optional<InMessage> receive(const MatchKey& key, Clock::time_point deadline) override;
   bool ready(const MatchKey& key) override { return mailbox_.ready(key); }
-  std::string describe(int peer) const override;
+  std::string endpoint_of(int peer) const override;
   TransportStats stats() const override;
 
   const std::string& bound_endpoint() const { return bound_endpoint_; }
+  // Control requests (status, snapshots) are answered by `handler` on the comm thread; until one
+  // is set they are dropped. `handler` must outlive the transport.
+  void set_control_handler(ControlHandler* handler) { control_ = handler; }
   // Largest vector a valid message may belong to; larger ones are dropped as another model shape.
   void set_max_total_floats(uint64_t n) { max_total_floats_ = n; }
 
@@ -61,6 +65,8 @@ class ZmqTransport final : public Transport {
   void comm_main(std::promise<std::string> bound);
   void comm_loop(zmq::socket_t& router, std::vector<Link>& links);
   void receive_all(zmq::socket_t& router);
+  void answer_control(zmq::socket_t& router, const zmq::message_t& identity, const Header& request,
+                      const zmq::message_t& payload);
   bool flush(Link& link, int peer);
   bool connect(Link& link, int peer);
   void wake();
@@ -74,6 +80,7 @@ class ZmqTransport final : public Transport {
   std::deque<std::pair<int, OutMessage>> queue_;  // guarded by queue_mutex_
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> max_total_floats_;
+  std::atomic<ControlHandler*> control_{nullptr};
   std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, dropped_{0};
   std::atomic<int64_t> wait_ns_{0};
   std::map<std::string, int> drops_by_sender_;  // comm thread only: limits drop logging per sender

@@ -1,0 +1,167 @@
+#include "peer/control.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "peer/sketch.h"
+
+namespace gossip::peer {
+namespace {
+
+constexpr size_t kMaxKeptSnapshots = 256;  // oldest dropped beyond this
+
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out + "\"";
+}
+
+std::string links_json(const std::vector<topology::Link>& links) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < links.size(); ++i)
+    out << (i ? ", " : "") << "{\"peer\": " << links[i].peer << ", \"weight\": " << links[i].weight << "}";
+  return out.str() + "]";
+}
+
+std::string error_json(const std::string& e) { return "{\"error\": " + quote(e) + "}"; }
+
+}  // namespace
+
+ControlState::ControlState(ControlInfo info, const Transport* transport)
+    : info_(std::move(info)), transport_(transport) {}
+
+std::optional<double> ControlState::json_number(const std::string& json, const std::string& field) {
+  const std::string key = "\"" + field + "\"";
+  size_t at = json.find(key);
+  if (at == std::string::npos) return std::nullopt;
+  at = json.find(':', at + key.size());
+  if (at == std::string::npos) return std::nullopt;
+  const char* start = json.c_str() + at + 1;
+  char* end = nullptr;
+  const double v = std::strtod(start, &end);
+  if (end == start) return std::nullopt;
+  return v;
+}
+
+void ControlState::set_round(int64_t completed_steps) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  round_ = completed_steps;
+}
+
+void ControlState::set_progress(double loss, double train_accuracy, double samples_per_s, double param_norm) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  loss_ = loss;
+  accuracy_ = train_accuracy;
+  samples_per_s_ = samples_per_s;
+  param_norm_ = param_norm;
+}
+
+void ControlState::set_finished() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  finished_ = true;
+}
+
+bool ControlState::snapshot_due(int64_t completed_steps) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = wanted_.lower_bound(Key{completed_steps, 0, 0});
+  return it != wanted_.end() && std::get<0>(it->first) == completed_steps;
+}
+
+void ControlState::capture(int64_t completed_steps, const float* x, size_t n) {
+  std::vector<Key> keys;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = wanted_.lower_bound(Key{completed_steps, 0, 0});
+         it != wanted_.end() && std::get<0>(it->first) == completed_steps; it = wanted_.erase(it))
+      keys.push_back(it->first);
+  }
+  for (const Key& k : keys) {  // computed outside the lock: the comm thread keeps answering
+    auto values = std::get<1>(k) == 0 ? std::make_shared<const std::vector<float>>(x, x + n)
+                                      : std::make_shared<const std::vector<float>>(
+                                            count_sketch(x, n, std::get<1>(k), std::get<2>(k)));
+    std::lock_guard<std::mutex> lock(mutex_);
+    captured_[k] = values;
+    while (captured_.size() > kMaxKeptSnapshots) captured_.erase(captured_.begin());
+  }
+}
+
+std::string ControlState::status_json() {
+  // Caller holds mutex_.
+  std::ostringstream out;
+  out << "{\"id\": " << info_.rank << ", \"rank\": " << info_.rank << ", \"round\": " << round_
+      << ", \"total_steps\": " << info_.total_steps << ", \"finished\": " << (finished_ ? "true" : "false")
+      << ", \"epoch\": 0, \"algorithm\": " << quote(info_.algorithm)
+      << ", \"topology\": " << quote(topology::kind_name(info_.graph.kind)) << ", \"num_params\": " << info_.num_params
+      << ", \"members\": [";
+  for (int i = 0; i < info_.n; ++i) out << (i ? ", " : "") << quote(transport_ ? transport_->endpoint_of(i) : "?");
+  out << "]";
+  try {
+    const topology::Neighbours nb = topology::neighbours(info_.graph, info_.n, info_.rank, round_);
+    out << ", \"neighbours\": {\"self\": " << nb.self_weight << ", \"in\": " << links_json(nb.in)
+        << ", \"out\": " << links_json(nb.out) << "}";
+  } catch (const std::exception&) {
+  }
+  out << ", \"loss\": " << loss_ << ", \"train_accuracy\": " << accuracy_ << ", \"samples_per_s\": " << samples_per_s_
+      << ", \"param_norm\": " << param_norm_;
+  if (transport_) {
+    const TransportStats s = transport_->stats();
+    out << ", \"bytes_sent\": " << s.bytes_sent << ", \"bytes_received\": " << s.bytes_received
+        << ", \"wait_s\": " << s.wait_seconds << ", \"messages_dropped\": " << s.messages_dropped;
+  }
+  out << "}";
+  return out.str();
+}
+
+ControlReply ControlState::handle(uint32_t op, const std::string& request) noexcept {
+  ControlReply reply;
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    switch (static_cast<ControlOp>(op)) {
+      case ControlOp::kStatus:
+        reply.text = status_json();
+        return reply;
+      case ControlOp::kSnapshot: {
+        const auto r = json_number(request, "round");
+        const int k = static_cast<int>(json_number(request, "sketch").value_or(0));
+        const uint64_t seed = static_cast<uint64_t>(json_number(request, "seed").value_or(0));
+        if (!r || *r < 0 || k < 0 || k > (1 << 24)) {
+          reply.text = error_json("snapshot needs {\"round\": R >= 0, \"sketch\": k >= 0, \"seed\": s}");
+        } else if (static_cast<int64_t>(*r) <= round_) {
+          reply.text = error_json("round " + std::to_string(static_cast<int64_t>(*r)) + " has passed (now " +
+                                  std::to_string(round_) + ")");
+        } else if (static_cast<int64_t>(*r) > info_.total_steps) {
+          reply.text = error_json("the run ends at round " + std::to_string(info_.total_steps));
+        } else {
+          wanted_[Key{static_cast<int64_t>(*r), k, seed}] = true;
+          reply.text = "{\"ok\": true}";
+        }
+        return reply;
+      }
+      case ControlOp::kFetch: {
+        const auto r = json_number(request, "round");
+        const int k = static_cast<int>(json_number(request, "sketch").value_or(0));
+        const uint64_t seed = static_cast<uint64_t>(json_number(request, "seed").value_or(0));
+        auto it = r ? captured_.find(Key{static_cast<int64_t>(*r), k, seed}) : captured_.end();
+        if (it == captured_.end()) {
+          reply.text = "{\"ready\": false, \"round\": " + std::to_string(round_) +
+                       ", \"finished\": " + (finished_ ? "true" : "false") + "}";
+        } else {
+          reply.floats = true;
+          reply.values = it->second;
+        }
+        return reply;
+      }
+    }
+    reply.text = error_json("unknown control operation " + std::to_string(op));
+  } catch (const std::exception& e) {
+    reply.floats = false;
+    reply.text = error_json(e.what());
+  }
+  return reply;
+}
+
+}  // namespace gossip::peer
