@@ -46,7 +46,9 @@ void write_consensus_svg(const std::string& path, const std::string& title, cons
     svg << "<text x='" << left + pw + 6 << "' y='" << y + 4 << "' fill='#d62728'>" << std::setprecision(3) << l
         << std::setprecision(1) << "</text>\n";
   }
-  const double tick = std::max(1.0, std::ceil((r1 - r0) / 6));  // whole rounds only
+  // A "nice" tick spacing (1, 2 or 5 × 10^k whole rounds), about six ticks across.
+  const double raw = std::max(1.0, (r1 - r0) / 6), mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double tick = raw / mag < 1.5 ? mag : raw / mag < 3.5 ? 2 * mag : raw / mag < 7.5 ? 5 * mag : 10 * mag;
   for (double r = std::ceil(r0 / tick) * tick; r <= r1 + 1e-9; r += tick)
     svg << "<text x='" << x_of(r) << "' y='" << top + ph + 18 << "' text-anchor='middle'>" << std::setprecision(0) << r
         << std::setprecision(1) << "</text>\n";

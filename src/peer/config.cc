@@ -319,6 +319,13 @@ RunConfig parse_config(const std::string& yaml_text, const std::string& file_nam
   top.read_number("consensus_every", cfg.consensus_every, 0, 1e9);
   top.read_string("init", cfg.init, {"same", "per_rank"});
   top.read_number("threads", cfg.threads, 0, 1024);
+  if (top.has("metrics")) {
+    MapReader m(top.get("metrics"), file_name, "metrics");
+    cfg.metrics_port = 0;
+    m.read_number("port", cfg.metrics_port, 0, 65535);
+    m.read_string("host", cfg.metrics_host);
+    m.finish();
+  }
   parse_peers(top, cfg);
   parse_topology(top, cfg);
   parse_algorithm(top, cfg);

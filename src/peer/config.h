@@ -65,6 +65,8 @@ struct RunConfig {
   int consensus_every = 0;           // also log Ξ every this many steps (0 = only at progress lines)
   int threads = 0;                   // BLAS threads per peer; 0 = 1 when several peers share the host, else all
   std::string init = "same";         // same | per_rank: identical or per-peer initial models
+  int metrics_port = -1;             // Prometheus /metrics: -1 off, 0 any free port, P: P + rank
+  std::string metrics_host = "127.0.0.1";
   PeersConfig peers;
   topology::Graph topology;
   AlgorithmConfig algorithm;

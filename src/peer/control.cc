@@ -116,6 +116,33 @@ std::string ControlState::status_json() {
   return out.str();
 }
 
+std::string ControlState::prometheus_text() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::ostringstream out;
+  const std::string label = "{peer=\"" + std::to_string(info_.rank) + "\"}";
+  auto metric = [&](const char* name, const char* type, const char* help, double value) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
+        << name << label << " " << value << "\n";
+  };
+  metric("gossip_round", "gauge", "Training steps completed.", static_cast<double>(round_));
+  metric("gossip_total_steps", "gauge", "Steps this run will take.", static_cast<double>(info_.total_steps));
+  metric("gossip_peers", "gauge", "Members of the run.", info_.n);
+  metric("gossip_membership_epoch", "gauge", "Membership epoch.", 0);
+  metric("gossip_loss", "gauge", "Mean training loss over the last progress interval.", loss_);
+  metric("gossip_train_accuracy", "gauge", "Training accuracy over the last progress interval.", accuracy_);
+  metric("gossip_samples_per_second", "gauge", "Training throughput over the last progress interval.", samples_per_s_);
+  metric("gossip_param_norm", "gauge", "L2 norm of the parameters at the last progress line.", param_norm_);
+  if (transport_) {
+    const TransportStats s = transport_->stats();
+    metric("gossip_bytes_sent_total", "counter", "Bytes sent to neighbours.", static_cast<double>(s.bytes_sent));
+    metric("gossip_bytes_received_total", "counter", "Bytes received from neighbours.", static_cast<double>(s.bytes_received));
+    metric("gossip_wait_seconds_total", "counter", "Time the training thread waited for neighbours.", s.wait_seconds);
+    metric("gossip_messages_dropped_total", "counter", "Malformed or foreign messages dropped.",
+           static_cast<double>(s.messages_dropped));
+  }
+  return out.str();
+}
+
 ControlReply ControlState::handle(uint32_t op, const std::string& request) noexcept {
   ControlReply reply;
   try {

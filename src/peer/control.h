@@ -53,6 +53,9 @@ class ControlState final : public ControlHandler {
   void capture(int64_t completed_steps, const float* x, size_t n);
   void set_finished();
 
+  // Prometheus text exposition of the status (any thread).
+  std::string prometheus_text();
+
   // Comm thread.
   ControlReply handle(uint32_t op, const std::string& request) noexcept override;
 

@@ -11,6 +11,7 @@
 #include "kernels/backend.h"
 #include "peer/config.h"
 #include "peer/decentralized_hook.h"
+#include "peer/metrics_server.h"
 #include "peer/trainer.h"
 #include "peer/zmq_transport.h"
 
@@ -58,6 +59,7 @@ int run(int argc, char** argv) {
   std::unique_ptr<gossip::peer::ZmqTransport> transport;
   std::unique_ptr<gossip::peer::Trainer> trainer;
   std::unique_ptr<gossip::peer::DecentralizedHook> hook;
+  std::unique_ptr<gossip::peer::MetricsServer> metrics;  // declared last: stopped first
   if (cfg.algorithm.kind != Algorithm::kNone && n > 1) {
     gossip::peer::tune_allocator_for_large_messages();
     gossip::peer::ZmqTransportOptions opt;
@@ -81,6 +83,12 @@ int run(int argc, char** argv) {
     hook->set_control(control.get());
     transport->set_control_handler(control.get());
     trainer->set_hook(hook.get());
+    if (cfg.metrics_port >= 0) {
+      const int port = cfg.metrics_port == 0 ? 0 : cfg.metrics_port + rank;
+      metrics = std::make_unique<gossip::peer::MetricsServer>(cfg.metrics_host, port,
+                                                              [c = control.get()] { return c->prometheus_text(); });
+      gossip::log("metrics on http://", cfg.metrics_host, ":", metrics->port(), "/metrics");
+    }
   }
   gossip::peer::TrainResult r = trainer->run();
   std::ostringstream out;
