@@ -96,8 +96,19 @@ int run(int argc, char** argv) {
     if (!rendezvous.empty()) args.insert(args.end(), {"--rendezvous", rendezvous});
     for (const char* f : {"epochs", "device"})
       if (flags.has(f)) args.insert(args.end(), {std::string("--") + f, flags.get_string(f)});
+    // Between fork and exec the child still runs the launcher's signal handlers, which only set a
+    // flag: a SIGTERM landing there would be lost. Block the signals across fork, reset them to
+    // the default in the child, and unblock (pending ones then act) on both sides.
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigprocmask(SIG_BLOCK, &block, &old);
     pid_t pid = ::fork();
     if (pid == 0) {
+      ::signal(SIGINT, SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
+      sigprocmask(SIG_SETMASK, &old, nullptr);
       ::setpgid(0, 0);  // own process group: the launcher decides who gets which signal
       ::dup2(pipefd[1], 1);
       ::dup2(pipefd[1], 2);
@@ -108,6 +119,7 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "exec %s: %s\n", peer_bin.c_str(), std::strerror(errno));
       ::_exit(127);
     }
+    sigprocmask(SIG_SETMASK, &old, nullptr);
     ::close(pipefd[1]);
     children[r].rank = r;
     children[r].pid = pid;
