@@ -6,28 +6,12 @@
 #include <thread>
 
 #include "peer/inproc_transport.h"
+#include "peer_threads.h"
 
 namespace gossip::peer {
 namespace {
 
-// Runs body(rank, transport) on n threads, collecting each one's failure.
-template <typename F>
-void run_peers(int n, F body) {
-  InprocFabric fabric(n);
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(n);
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        InprocTransport t(fabric, r);
-        body(r, t);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "peer " << r;
-}
+using gossip::testing::run_peers;
 
 std::vector<float> values(int rank, size_t n) {
   std::mt19937 rng(rank + 1);

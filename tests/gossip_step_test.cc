@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "peer/inproc_transport.h"
+#include "peer_threads.h"
 #include "topology/analysis.h"
 
 namespace gossip::peer {
@@ -37,26 +38,15 @@ TEST_P(GossipStepTest, MatchesMixingMatrix) {
       }
     ref = next;
   }
-  InprocFabric fabric(n);
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(n);
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        InprocTransport t(fabric, r);
-        GossipStep step(t, g, dim, 2, 10.0);
-        std::vector<float> out(dim);
-        for (int k = 0; k < rounds; ++k) {
-          step.step(k, x[r].data(), out.data());
-          x[r].swap(out);
-        }
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
+  gossip::testing::run_peers(n, [&, g = g, dim = dim, rounds = rounds](int r, Transport& t) {
+    GossipStep step(t, g, dim, 2, 10.0);
+    std::vector<float> out(dim);
+    for (int k = 0; k < rounds; ++k) {
+      step.step(k, x[r].data(), out.data());
+      x[r].swap(out);
+    }
+  });
   for (int r = 0; r < n; ++r) {
-    ASSERT_EQ(errors[r], "");
     for (size_t d = 0; d < dim; ++d) EXPECT_NEAR(x[r][d], ref[r][d], 1e-3) << r << "," << d;
   }
 }

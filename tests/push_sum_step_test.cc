@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "peer/inproc_transport.h"
+#include "peer_threads.h"
 
 namespace gossip::peer {
 namespace {
@@ -22,29 +23,16 @@ Outcome run(int n, int rounds, bool overlap, int staleness, topology::Kind kind,
   Outcome out{std::vector<std::vector<float>>(n, std::vector<float>(dim)), std::vector<double>(n)};
   for (int r = 0; r < n; ++r)
     for (size_t d = 0; d < dim; ++d) out.z[r][d] = float(r + 1) * float(d + 1);
-  InprocFabric fabric(n);
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(n);
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        InprocTransport t(fabric, r);
-        PushSumStep ps(t, {kind, 0, {}}, dim, 4, 10.0, overlap, staleness);
-        ps.init(out.z[r].data());
-        for (int k = 0; k < rounds; ++k) {
-          std::this_thread::sleep_for(std::chrono::microseconds(delay_us * r));
-          ps.step(k, out.z[r].data());
-        }
-        ps.drain(out.z[r].data());
-        out.w[r] = ps.weight();
-        // De-biased model times weight is the numerator: check mass bookkeeping below.
-        for (size_t d = 0; d < dim; ++d) out.z[r][d] = ps.numerator()[d] / float(ps.weight());
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << r;
+  gossip::testing::run_peers(n, [&](int r, Transport& t) {
+    PushSumStep ps(t, {kind, 0, {}}, dim, 4, 10.0, overlap, staleness);
+    ps.init(out.z[r].data());
+    for (int k = 0; k < rounds; ++k) {
+      std::this_thread::sleep_for(std::chrono::microseconds(delay_us * r));
+      ps.step(k, out.z[r].data());
+    }
+    ps.drain(out.z[r].data());
+    out.w[r] = ps.weight();
+  });
   return out;
 }
 

@@ -124,14 +124,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const gossip::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return gossip::kExitUsage;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return gossip::guarded_main(argc, argv, run); }

@@ -8,3 +8,21 @@ Error::Error(const std::string& where, const std::string& what)
 Error::Error(const std::string& what) : std::runtime_error(what) {}
 
 }  // namespace gossip
+
+#include <cstdio>
+
+namespace gossip {
+
+int guarded_main(int argc, char** argv, int (*body)(int, char**)) {
+  try {
+    return body(argc, argv);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace gossip

@@ -23,3 +23,11 @@ class Error : public std::runtime_error {
 inline constexpr int kExitUsage = 2;
 
 }  // namespace gossip
+
+namespace gossip {
+
+// main() of every program: runs body and turns escaping exceptions into one "error: ..." line on
+// stderr, exit code kExitUsage for gossip::Error (bad input) and 1 for anything else.
+int guarded_main(int argc, char** argv, int (*body)(int, char**));
+
+}  // namespace gossip
