@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <thread>
 
 #include "peer/inproc_transport.h"
@@ -60,6 +62,64 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) {
       return topology::kind_name(std::get<0>(info.param)) + "_n" + std::to_string(std::get<1>(info.param));
     });
+
+}  // namespace
+}  // namespace gossip::peer
+
+namespace gossip::peer {
+namespace {
+
+// A neighbour whose vector holds NaN/Inf is not mixed in: the receivers' own values stand in
+// for the bad chunk, so they stay finite; its good chunks are still mixed.
+TEST(GossipStep, NonFiniteNeighbourValuesAreNotMixedIn) {
+  const int n = 3;
+  const size_t dim = 8;  // chunks of 2 floats: the NaN sits in chunk [2, 4) of peer 1
+  std::vector<std::vector<float>> x(n, std::vector<float>(dim));
+  for (int r = 0; r < n; ++r)
+    for (size_t d = 0; d < dim; ++d) x[r][d] = float(r + 1);
+  x[1][3] = std::numeric_limits<float>::quiet_NaN();
+  x[1][6] = std::numeric_limits<float>::infinity();
+  std::vector<std::vector<float>> out(n, std::vector<float>(dim));
+  gossip::testing::run_peers(n, [&](int r, Transport& t) {
+    GossipStep step(t, topology::Graph{topology::Kind::kRing, 0, {}}, dim, 2, 10.0);
+    step.step(0, x[r].data(), out[r].data());
+  });
+  for (int r : {0, 2}) {
+    for (size_t d = 0; d < dim; ++d) EXPECT_TRUE(std::isfinite(out[r][d])) << r << "," << d;
+    // Good chunk of peer 1: mixed (1 + 2 + 3)/3 = 2. Bad chunks: peer 1's third goes to self.
+    EXPECT_FLOAT_EQ(out[r][0], 2.0f);
+    const float other = r == 0 ? 3.0f : 1.0f;
+    const float self = float(r + 1);
+    EXPECT_FLOAT_EQ(out[r][2], (2 * self + other) / 3) << r;
+    EXPECT_FLOAT_EQ(out[r][7], (2 * self + other) / 3) << r;
+  }
+}
+
+TEST(Collectives, AllFinite) {
+  std::vector<float> v(37, 1.0f);
+  EXPECT_TRUE(all_finite(v.data(), v.size()));
+  v[36] = -std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(all_finite(v.data(), v.size()));
+  v[36] = std::nanf("");
+  EXPECT_FALSE(all_finite(v.data(), v.size()));
+  EXPECT_TRUE(all_finite(nullptr, 0));
+}
+
+TEST(Collectives, AllReduceRefusesNonFiniteContributions) {
+  std::vector<std::string> errors(2);
+  gossip::testing::run_peers(2, [&](int r, Transport& t) {
+    RingAllReduce ar(t, 4, 2.0);
+    std::vector<float> x(6, 1.0f);
+    if (r == 1) x[0] = std::nanf("");
+    try {
+      ar.sum(x.data(), x.size());
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+    }
+  });
+  EXPECT_NE(errors[0].find("NaN or Inf"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("peer 1"), std::string::npos) << errors[0];
+}
 
 }  // namespace
 }  // namespace gossip::peer

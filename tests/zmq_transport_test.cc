@@ -46,7 +46,7 @@ TEST_F(ZmqTransportTest, ChunkedVectorsTravelBothWays) {
     std::copy(v, v + c, got.begin() + i);
   });
   EXPECT_EQ(got, *data);
-  double w = receive_vector(a, 1, {MessageKind::kGossip, 3, 0}, 0, 10, 5.0, [](size_t, const float*, size_t) {});
+  double w = receive_vector(a, 1, {MessageKind::kGossip, 3, 0}, 0, 10, 5.0, [](size_t, const float*, size_t) {}).weight;
   EXPECT_EQ(w, 0.5);
   EXPECT_GE(a.stats().bytes_sent, 400000u);
 }

@@ -1,6 +1,7 @@
 #include "peer/collectives.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -76,6 +77,16 @@ void send_vector(Transport& t, const std::vector<int>& peers, const VectorRef& r
   } while (done < count);
 }
 
+bool all_finite(const float* v, size_t n) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, v + i, sizeof(bits));
+    bad |= static_cast<uint32_t>((bits & 0x7F800000u) == 0x7F800000u);
+  }
+  return bad == 0;
+}
+
 ChunkReader::ChunkReader(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s)
     : t_(&t),
       peer_(peer),
@@ -107,16 +118,27 @@ std::optional<InMessage> ChunkReader::next() {
     if (!any_) weight_ = m->header.weight;
     any_ = true;
     got_ += m->count;
+    m->finite = all_finite(m->data, m->count) && std::isfinite(m->header.weight);
+    if (!m->finite && !reported_) {
+      reported_ = true;
+      log("peer ", t_->rank(), ": ", t_->describe(peer_), " sent NaN or Inf values in its ", kind_name(m->header.kind),
+          " message of round ", key_.round, ": not mixed in");
+    }
     return m;
   }
   return std::nullopt;
 }
 
-double receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,
-                      const std::function<void(size_t, const float*, size_t)>& fold) {
+Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,
+                        const std::function<void(size_t, const float*, size_t)>& fold) {
   ChunkReader reader(t, peer, ref, offset, count, timeout_s);
-  while (std::optional<InMessage> m = reader.next()) fold(m->header.offset - offset, m->data, m->count);
-  return reader.weight();
+  Received r;
+  while (std::optional<InMessage> m = reader.next()) {
+    if (m->finite) fold(m->header.offset - offset, m->data, m->count);
+    else r.finite = false;
+  }
+  r.weight = std::isfinite(reader.weight()) ? reader.weight() : 0.0;
+  return r;
 }
 
 void RingAllReduce::sum(float* x, size_t n) {
@@ -139,10 +161,12 @@ void RingAllReduce::sum(float* x, size_t n) {
       send_vector(*t_, next, ref, x + seg_begin(send_seg), guard.owner(), seg_begin(send_seg), seg_len(send_seg), n, 0,
                   chunk_floats_);
       float* dst = x + seg_begin(recv_seg);
-      receive_vector(*t_, prev, ref, seg_begin(recv_seg), seg_len(recv_seg), timeout_s_,
-                     [dst](size_t i, const float* v, size_t c) {
-                       for (size_t k = 0; k < c; ++k) dst[i + k] += v[k];
-                     });
+      const Received got = receive_vector(*t_, prev, ref, seg_begin(recv_seg), seg_len(recv_seg), timeout_s_,
+                                          [dst](size_t i, const float* v, size_t c) {
+                                            for (size_t k = 0; k < c; ++k) dst[i + k] += v[k];
+                                          });
+      if (!got.finite)
+        throw Error("peer " + std::to_string(r), t_->describe(prev) + " sent NaN or Inf into the global average");
     }
     guard.wait_released(timeout_s_, "peer " + std::to_string(r));
   }
@@ -154,8 +178,10 @@ void RingAllReduce::sum(float* x, size_t n) {
     send_vector(*t_, next, ref, x + seg_begin(send_seg), guard.owner(), seg_begin(send_seg), seg_len(send_seg), n, 0,
                 chunk_floats_);
     float* dst = x + seg_begin(recv_seg);
-    receive_vector(*t_, prev, ref, seg_begin(recv_seg), seg_len(recv_seg), timeout_s_,
-                   [dst](size_t i, const float* v, size_t c) { std::memcpy(dst + i, v, c * sizeof(float)); });
+    const Received got = receive_vector(*t_, prev, ref, seg_begin(recv_seg), seg_len(recv_seg), timeout_s_,
+                                        [dst](size_t i, const float* v, size_t c) { std::memcpy(dst + i, v, c * sizeof(float)); });
+    if (!got.finite)
+      throw Error("peer " + std::to_string(r), t_->describe(prev) + " sent NaN or Inf into the global average");
   }
   guard.wait_released(timeout_s_, "peer " + std::to_string(r));
 }

@@ -51,19 +51,28 @@ class SendGuard {
 };
 
 // Receives the chunks of [offset, offset + count) from `peer` and calls fold(index, values, n)
-// for each, index relative to `offset`. Returns the sender's weight field. A chunk whose checksum
+// for each, index relative to `offset`. A chunk whose checksum
 // does not match is logged and dropped (the genuine one may still come). Throws gossip::Error
 // naming the peer when nothing arrives before `timeout_s` passes.
-double receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,
-                      const std::function<void(size_t, const float*, size_t)>& fold);
+// Chunks holding NaN or ±Inf are reported and not folded; `finite` then comes back false.
+struct Received {
+  double weight = 0;   // the sender's weight field (0 when it was not finite)
+  bool finite = true;  // every chunk was folded
+};
+Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,
+                        const std::function<void(size_t, const float*, size_t)>& fold);
 
 // Receives chunk after chunk of one vector from one peer (the chunk-at-a-time form of
 // receive_vector), so a consumer can walk several peers' vectors in step.
+// True when no value is NaN or ±Inf (an integer test on the exponent bits, so it vectorises).
+bool all_finite(const float* v, size_t n);
+
 class ChunkReader {
  public:
   ChunkReader(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s);
   // The next verified chunk (values at [offset + index, + count) of the vector); nullopt once the
-  // whole vector has been read.
+  // whole vector has been read. A chunk holding NaN or ±Inf comes back with finite = false and is
+  // reported once per vector, naming the sender; the caller decides not to mix it in.
   std::optional<InMessage> next();
   size_t position() const { return got_; }  // floats read so far
   double weight() const { return weight_; }
@@ -77,6 +86,7 @@ class ChunkReader {
   double timeout_s_;
   size_t got_ = 0;
   bool any_ = false;
+  bool reported_ = false;
   double weight_ = 0;
 };
 

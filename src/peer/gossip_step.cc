@@ -7,24 +7,26 @@ namespace gossip::peer {
 namespace {
 
 // dst = self·src + Σ_k w_k·v_k over `span` floats, v_k = current[k]->data + used[k]; the common
-// degrees get one fused loop each.
+// degrees get one fused loop each. A neighbour's chunk with NaN/Inf is not mixed in: our own
+// values stand in for it, so its weight goes to self for that span.
 void fold_span(float self, const float* __restrict src, float* __restrict dst, size_t span,
                const std::vector<std::optional<InMessage>>& current, const std::vector<size_t>& used,
                const std::vector<float>& w) {
   const size_t deg = current.size();
+  auto values = [&](size_t k) { return current[k]->finite ? current[k]->data + used[k] : src; };
   if (deg == 0) {
     for (size_t j = 0; j < span; ++j) dst[j] = self * src[j];
   } else if (deg == 1) {
-    const float* __restrict a = current[0]->data + used[0];
+    const float* __restrict a = values(0);
     for (size_t j = 0; j < span; ++j) dst[j] = self * src[j] + w[0] * a[j];
   } else if (deg == 2) {
-    const float* __restrict a = current[0]->data + used[0];
-    const float* __restrict b = current[1]->data + used[1];
+    const float* __restrict a = values(0);
+    const float* __restrict b = values(1);
     for (size_t j = 0; j < span; ++j) dst[j] = self * src[j] + w[0] * a[j] + w[1] * b[j];
   } else {
     for (size_t j = 0; j < span; ++j) dst[j] = self * src[j];
     for (size_t k = 0; k < deg; ++k) {
-      const float* __restrict a = current[k]->data + used[k];
+      const float* __restrict a = values(k);
       for (size_t j = 0; j < span; ++j) dst[j] += w[k] * a[j];
     }
   }

@@ -33,10 +33,12 @@ void PushSumStep::write_model(float* z) const {
 void PushSumStep::fold(const Expected& e) {
   const VectorRef ref{MessageKind::kPushSum, e.round, 0};
   float* x = x_.data();
+  // A message with NaN/Inf chunks is reported and its bad chunks are left out (their share of
+  // mass is lost for those coordinates, which beats poisoning every peer downstream).
   w_ += receive_vector(*t_, e.sender, ref, 0, floats_, timeout_s_, [x](size_t i, const float* v, size_t c) {
-    float* dst = x + i;
-    for (size_t k = 0; k < c; ++k) dst[k] += v[k];
-  });
+          float* dst = x + i;
+          for (size_t k = 0; k < c; ++k) dst[k] += v[k];
+        }).weight;
 }
 
 void PushSumStep::step(uint64_t round, float* z) {

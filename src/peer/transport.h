@@ -37,6 +37,7 @@ struct InMessage {
   size_t count = 0;
   std::shared_ptr<void> owner;
   bool verified = true;  // false: the consumer must check header.checksum before using data
+  bool finite = true;    // set by ChunkReader: false when a value is NaN or ±Inf
 };
 
 struct MatchKey {

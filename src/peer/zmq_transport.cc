@@ -121,7 +121,8 @@ void ZmqTransport::comm_main(std::promise<std::string> bound) {
   try {
     zmq::socket_t router(context_, zmq::socket_type::router);
     router.set(zmq::sockopt::linger, 0);
-    router.set(zmq::sockopt::router_handover, 1);
+    // No router_handover: a second connection claiming a connected peer's identity is refused,
+    // so a rogue cannot take over a neighbour's pipe (and lose its messages) by naming it.
     router.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(options_.max_chunk_bytes + 4096));
     router.set(zmq::sockopt::rcvhwm, 4096);
     std::string ep = options_.endpoints[rank()];

@@ -1,0 +1,123 @@
+// A rogue process throws bad bytes at a live peer: each message is dropped and logged with its
+// sender, the peer keeps training, and its memory stays bounded.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <thread>
+#include <zmq.hpp>
+
+#include "peer/wire_format.h"
+#include "process_util.h"
+
+namespace gossip {
+namespace {
+
+using testing::run_command;
+using testing::TempDir;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+long rss_kib(const std::string& yaml, int rank) {
+  auto pid = run_command("pgrep -f '[g]ossip-peer --config " + yaml + " --rank " + std::to_string(rank) + "'", 10);
+  auto status = read_file("/proc/" + std::to_string(std::atol(pid.output.c_str())) + "/status");
+  const size_t at = status.find("VmRSS:");
+  return at == std::string::npos ? -1 : std::atol(status.c_str() + at + 6);
+}
+
+TEST(HostileInput, RogueMessagesAreDroppedAndTrainingGoesOn) {
+  TempDir dir;
+  const std::string yaml = dir.write("run.yaml",
+      "seed: 2\ndevice: cpu\nlog_every: 50\npeers: {count: 2, host: 127.0.0.1, base_port: 0}\n"
+      "topology: ring\nalgorithm: gossip\nmodel: {hidden: [32]}\n"
+      "data: {dataset: synthetic, synthetic: {train: 4000, test: 200, dims: 32, classes: 4}}\n"
+      "optimizer: {lr: 0.01, batch: 32, epochs: 100000}\n");
+  const std::string log = dir.path() + "/run.log";
+  ASSERT_EQ(std::system((testing::bin("gossip-launch") + " " + yaml + " > " + log + " 2>&1 &").c_str()), 0);
+  std::string endpoint;
+  for (int i = 0; i < 200 && endpoint.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::smatch m;
+    const std::string text = read_file(log);
+    if (std::regex_search(text, m, std::regex(R"(\[peer 0\] bound (tcp://[0-9.:]+))"))) endpoint = m[1];
+  }
+  ASSERT_FALSE(endpoint.empty()) << read_file(log);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // training under way
+  const long rss_before = rss_kib(yaml, 0);
+
+  zmq::context_t ctx;
+  zmq::socket_t rogue(ctx, zmq::socket_type::dealer);
+  rogue.set(zmq::sockopt::routing_id, "rogue");
+  rogue.set(zmq::sockopt::linger, 0);
+  rogue.connect(endpoint);
+  auto send_two = [&](const void* h, size_t hb, const void* p, size_t pb) {
+    rogue.send(zmq::const_buffer(h, hb), zmq::send_flags::sndmore);
+    rogue.send(zmq::const_buffer(p, pb), zmq::send_flags::none);
+  };
+  auto encoded = [](peer::Header h, const std::vector<float>& payload, bool fix_checksum = true) {
+    h.sender = 1;
+    h.payload_bytes = static_cast<uint32_t>(payload.size() * 4);
+    if (fix_checksum) h.checksum = peer::message_checksum(h, payload.data(), h.payload_bytes);
+    std::vector<uint8_t> out(peer::kHeaderBytes);
+    peer::encode_header(h, out.data());
+    return out;
+  };
+  peer::Header base;
+  base.kind = static_cast<uint16_t>(peer::MessageKind::kGossip);
+  base.round = 1u << 30;  // far ahead: never a round the peer waits for
+  base.total_floats = 4;
+  const std::vector<float> four{1, 2, 3, 4};
+  rogue.send(zmq::str_buffer("GET / HTTP/1.0\r\n\r\n"), zmq::send_flags::none);  // garbage, one frame
+  send_two("short", 5, four.data(), 16);                                          // truncated header
+  peer::Header v = base;
+  v.version = 7;
+  auto hv = encoded(v, four);
+  send_two(hv.data(), hv.size(), four.data(), 16);  // another protocol version
+  peer::Header big = base;
+  big.total_floats = 1ull << 40;
+  auto hb = encoded(big, four);
+  send_two(hb.data(), hb.size(), four.data(), 16);  // another model shape
+  peer::Header len = base;
+  auto hl = encoded(len, four);
+  peer::Header lie = peer::decode_header(hl.data());
+  lie.payload_bytes = 0xFFFFFFF0u;  // huge length field
+  peer::encode_header(lie, hl.data());
+  send_two(hl.data(), hl.size(), four.data(), 16);
+  // A flood of 3 MB frames: over the peer's maximum message size, so ZeroMQ drops them (and the
+  // connection) without buffering them.
+  std::vector<char> junk(3 << 20, 'x');
+  for (int i = 0; i < 100; ++i) rogue.send(zmq::buffer(junk), zmq::send_flags::dontwait);
+  // Claiming the real neighbour's identity: ZeroMQ refuses the second connection named "r1".
+  zmq::socket_t spoof(ctx, zmq::socket_type::dealer);
+  spoof.set(zmq::sockopt::routing_id, "r1");
+  spoof.set(zmq::sockopt::linger, 0);
+  spoof.connect(endpoint);
+  auto hs = encoded(base, four);
+  spoof.send(zmq::const_buffer(hs.data(), hs.size()), zmq::send_flags::sndmore);
+  spoof.send(zmq::const_buffer(four.data(), 16), zmq::send_flags::none);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const long rss_after = rss_kib(yaml, 0);
+  const std::string before_stop = read_file(log);
+  run_command("pkill -INT -f '[g]ossip-launch " + yaml + "'", 10);
+  for (int i = 0; i < 100 && !run_command("pgrep -f '[g]ossip-peer --config " + yaml + "'", 10).output.empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+
+  for (const char* reason : {"frames (expected header + payload)", "header frame of 5 bytes", "protocol version 7",
+                             "sender field 1 does not match the connection", "payload of 16 bytes but header says"})
+    EXPECT_NE(before_stop.find(reason), std::string::npos) << reason << "\n" << before_stop;
+  EXPECT_NE(before_stop.find("dropped a message from 'rogue'"), std::string::npos);
+  // Still training after the attack: step lines keep coming.
+  const size_t last_drop = before_stop.rfind("dropped a message");
+  EXPECT_NE(before_stop.find("] step ", last_drop), std::string::npos) << "training went on\n" << before_stop;
+  std::printf("peer 0 RSS before the attack %ld KiB, after %ld KiB\n", rss_before, rss_after);
+  ASSERT_GT(rss_before, 0);
+  EXPECT_LT(rss_after - rss_before, 64 * 1024) << "RSS grew from " << rss_before << " to " << rss_after << " KiB";
+}
+
+}  // namespace
+}  // namespace gossip
