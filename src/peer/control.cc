@@ -1,5 +1,6 @@
 #include "peer/control.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -8,7 +9,11 @@
 namespace gossip::peer {
 namespace {
 
-constexpr size_t kMaxKeptSnapshots = 256;  // oldest dropped beyond this
+// Bounds on what requests can make a peer hold (a hostile tool must not exhaust its memory).
+constexpr size_t kMaxKeptSnapshots = 256;         // oldest dropped beyond this many ...
+constexpr size_t kMaxKeptFloats = size_t(64) << 20;  // ... or this many floats (256 MiB) in all
+constexpr size_t kMaxPendingRequests = 1024;
+constexpr int64_t kMaxSketch = 1 << 16;
 
 std::string quote(const std::string& s) {
   std::string out = "\"";
@@ -28,6 +33,15 @@ std::string links_json(const std::vector<topology::Link>& links) {
 }
 
 std::string error_json(const std::string& e) { return "{\"error\": " + quote(e) + "}"; }
+
+// An integer field in [lo, hi] (absent = 0); nullopt when present but out of range or fractional,
+// so no double is ever cast to an integer it does not fit (found by the fuzzer).
+std::optional<int64_t> json_integer(const std::string& json, const std::string& field, double lo, double hi) {
+  const std::optional<double> v = ControlState::json_number(json, field);
+  if (!v) return json.find("\"" + field + "\"") == std::string::npos ? std::optional<int64_t>(0) : std::nullopt;
+  if (!(*v >= lo && *v <= hi) || *v != std::floor(*v)) return std::nullopt;
+  return static_cast<int64_t>(*v);
+}
 
 }  // namespace
 
@@ -85,7 +99,11 @@ void ControlState::capture(int64_t completed_steps, const float* x, size_t n) {
                                             count_sketch(x, n, std::get<1>(k), std::get<2>(k)));
     std::lock_guard<std::mutex> lock(mutex_);
     captured_[k] = values;
-    while (captured_.size() > kMaxKeptSnapshots) captured_.erase(captured_.begin());
+    kept_floats_ += values->size();
+    while (captured_.size() > 1 && (captured_.size() > kMaxKeptSnapshots || kept_floats_ > kMaxKeptFloats)) {
+      kept_floats_ -= captured_.begin()->second->size();
+      captured_.erase(captured_.begin());
+    }
   }
 }
 
@@ -152,27 +170,29 @@ ControlReply ControlState::handle(uint32_t op, const std::string& request) noexc
         reply.text = status_json();
         return reply;
       case ControlOp::kSnapshot: {
-        const auto r = json_number(request, "round");
-        const int k = static_cast<int>(json_number(request, "sketch").value_or(0));
-        const uint64_t seed = static_cast<uint64_t>(json_number(request, "seed").value_or(0));
-        if (!r || *r < 0 || k < 0 || k > (1 << 24)) {
-          reply.text = error_json("snapshot needs {\"round\": R >= 0, \"sketch\": k >= 0, \"seed\": s}");
-        } else if (static_cast<int64_t>(*r) <= round_) {
-          reply.text = error_json("round " + std::to_string(static_cast<int64_t>(*r)) + " has passed (now " +
-                                  std::to_string(round_) + ")");
-        } else if (static_cast<int64_t>(*r) > info_.total_steps) {
+        const auto r = json_integer(request, "round", 0, 1e15);
+        const auto k = json_integer(request, "sketch", 0, double(kMaxSketch));
+        const auto seed = json_integer(request, "seed", 0, 1e15);
+        if (!r || !k || !seed) {
+          reply.text = error_json("snapshot needs {\"round\": R >= 0, \"sketch\": 0 <= k <= 65536, \"seed\": s >= 0}");
+        } else if (wanted_.size() >= kMaxPendingRequests) {
+          reply.text = error_json("too many snapshot requests pending");
+        } else if (*r <= round_) {
+          reply.text = error_json("round " + std::to_string(*r) + " has passed (now " + std::to_string(round_) + ")");
+        } else if (*r > info_.total_steps) {
           reply.text = error_json("the run ends at round " + std::to_string(info_.total_steps));
         } else {
-          wanted_[Key{static_cast<int64_t>(*r), k, seed}] = true;
+          wanted_[Key{*r, static_cast<int>(*k), static_cast<uint64_t>(*seed)}] = true;
           reply.text = "{\"ok\": true}";
         }
         return reply;
       }
       case ControlOp::kFetch: {
-        const auto r = json_number(request, "round");
-        const int k = static_cast<int>(json_number(request, "sketch").value_or(0));
-        const uint64_t seed = static_cast<uint64_t>(json_number(request, "seed").value_or(0));
-        auto it = r ? captured_.find(Key{static_cast<int64_t>(*r), k, seed}) : captured_.end();
+        const auto r = json_integer(request, "round", 0, 1e15);
+        const auto k = json_integer(request, "sketch", 0, double(kMaxSketch));
+        const auto seed = json_integer(request, "seed", 0, 1e15);
+        auto it = r && k && seed ? captured_.find(Key{*r, static_cast<int>(*k), static_cast<uint64_t>(*seed)})
+                                 : captured_.end();
         if (it == captured_.end()) {
           reply.text = "{\"ready\": false, \"round\": " + std::to_string(round_) +
                        ", \"finished\": " + (finished_ ? "true" : "false") + "}";

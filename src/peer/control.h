@@ -75,6 +75,7 @@ class ControlState final : public ControlHandler {
   double loss_ = 0, accuracy_ = 0, samples_per_s_ = 0, param_norm_ = 0;
   std::map<Key, bool> wanted_;       // requested, not captured yet
   std::map<Key, std::shared_ptr<const std::vector<float>>> captured_;
+  size_t kept_floats_ = 0;           // Σ sizes in captured_
 };
 
 }  // namespace gossip::peer
