@@ -169,6 +169,8 @@ int run(int argc, char** argv) {
   flags.add_string("format", "table, csv or json", "table");
   flags.add_string("plot", "write consensus distance and loss against rounds to FILE.svg", std::nullopt);
   flags.add_string("timeout", "seconds to wait for one answer", "10");
+  flags.add_bool("csv", "same as --format csv");
+  flags.add_bool("json", "same as --format json");
   flags.add_bool("watch", "keep measuring (a live table) until --samples or the end of the run");
   flags.add_bool("status", "print every peer's status JSON and exit");
   flags.add_bool("help", "print this help");
@@ -178,7 +180,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   const double timeout = flags.get_double("timeout");
-  const std::string format = flags.get_string("format");
+  const std::string format = flags.get_bool("csv") ? "csv" : flags.get_bool("json") ? "json" : flags.get_string("format");
   if (format != "table" && format != "csv" && format != "json")
     throw Error("gossip-consensus", "--format must be table, csv or json");
   const int sketch = static_cast<int>(flags.get_int("sketch"));

@@ -1,0 +1,58 @@
+// The command-line tools as a user runs them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "process_util.h"
+
+namespace gossip {
+namespace {
+
+using testing::capture_all;
+using testing::run_command;
+
+TEST(GossipTopology, JsonReportsRhoAndConsensusDecay) {
+  auto r = run_command(testing::bin("gossip-topology") + " --topology ring --n 8 --rounds 5 --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto rho = capture_all(r.output, R"("rho_one_round": ([-+0-9.e]+))");
+  ASSERT_EQ(rho.size(), 1u);
+  EXPECT_NEAR(rho[0], (1 + 2 * std::cos(2 * M_PI / 8)) / 3, 1e-12);
+  EXPECT_NE(r.output.find("\"consensus_distance\": ["), std::string::npos);
+  EXPECT_NE(r.output.find("{\"rank\": 7, \"self\": 0.33333333333333331, \"in\": [{\"peer\": 0"), std::string::npos)
+      << r.output;
+}
+
+TEST(GossipTopology, TextShowsEveryRoundOfATimeVaryingGraph) {
+  auto r = run_command(testing::bin("gossip-topology") + " --topology one_peer_exponential --n 8 --rounds 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("round 2 (mod 3)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rho (3-round product) 0.000000"), std::string::npos) << r.output;
+}
+
+TEST(GossipTopology, BadInputIsExitCodeTwo) {
+  auto r = run_command(testing::bin("gossip-topology") + " --topology hypercube");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("unknown topology 'hypercube'"), std::string::npos);
+  EXPECT_EQ(run_command(testing::bin("gossip-topology") + " --n 0").exit_code, 2);
+  EXPECT_EQ(run_command(testing::bin("gossip-topology") + " --nodes 3").exit_code, 2);
+  EXPECT_EQ(run_command(testing::bin("gossip-topology") + " --topology torus --n 7 --rows 2").exit_code, 2);
+}
+
+TEST(GossipTopology, EdgeListFromAConfig) {
+  auto r = run_command(testing::bin("gossip-topology") + " --config " + std::string(GOSSIP_SOURCE_DIR) +
+                       "/configs/edges6.yaml --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\"topology\": \"edge_list\", \"n\": 6"), std::string::npos) << r.output;
+}
+
+TEST(GossipPeer, WrongFlagsAreExitCodeTwo) {
+  auto r = run_command(testing::bin("gossip-peer") + " --confg x.yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("unknown flag --confg"), std::string::npos) << r.output;
+  auto missing = run_command(testing::bin("gossip-peer"));
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.output.find("--config"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gossip
