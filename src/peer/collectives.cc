@@ -179,7 +179,7 @@ void RingAllReduce::sum(float* x, size_t n) {
                 chunk_floats_);
     float* dst = x + seg_begin(recv_seg);
     const Received got = receive_vector(*t_, prev, ref, seg_begin(recv_seg), seg_len(recv_seg), timeout_s_,
-                                        [dst](size_t i, const float* v, size_t c) { std::memcpy(dst + i, v, c * sizeof(float)); });
+                                        [dst](size_t i, const float* v, size_t c) { std::copy(v, v + c, dst + i); });
     if (!got.finite)
       throw Error("peer " + std::to_string(r), t_->describe(prev) + " sent NaN or Inf into the global average");
   }

@@ -51,7 +51,7 @@ ControlAnswer ControlClient::request(ControlOp op, const std::string& json, doub
     if (r.weight == 1.0) {
       a.is_values = true;
       a.values.resize(frames[1].size() / sizeof(float));
-      std::memcpy(a.values.data(), frames[1].data(), a.values.size() * sizeof(float));
+      if (!a.values.empty()) std::memcpy(a.values.data(), frames[1].data(), a.values.size() * sizeof(float));
     } else {
       a.text.assign(static_cast<const char*>(frames[1].data()), frames[1].size());
     }

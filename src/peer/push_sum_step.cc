@@ -1,6 +1,6 @@
 #include "peer/push_sum_step.h"
 
-#include <cstring>
+#include <algorithm>
 
 namespace gossip::peer {
 
@@ -16,12 +16,12 @@ PushSumStep::PushSumStep(Transport& transport, topology::Graph graph, size_t flo
       x_(floats, 0.0f) {}
 
 void PushSumStep::init(const float* z) {
-  std::memcpy(x_.data(), z, floats_ * sizeof(float));
+  std::copy(z, z + floats_, x_.begin());
   w_ = 1.0;
 }
 
 void PushSumStep::set_state(const float* x, double w) {
-  std::memcpy(x_.data(), x, floats_ * sizeof(float));
+  std::copy(x, x + floats_, x_.begin());
   w_ = w;
 }
 

@@ -255,7 +255,7 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
     } else {
       // Small messages may sit unaligned inside ZeroMQ's receive batch: copy those.
       auto copy = std::make_shared<std::vector<float>>(in.count);
-      std::memcpy(copy->data(), frames[1].data(), h.payload_bytes);
+      if (h.payload_bytes) std::memcpy(copy->data(), frames[1].data(), h.payload_bytes);
       in.data = copy->data();
       in.owner = copy;
     }
