@@ -22,6 +22,7 @@
 #include "peer/config.h"
 #include "peer/control.h"
 #include "peer/control_client.h"
+#include "peer/curve_keys.h"
 #include "peer/sketch.h"
 #include "svg_plot.h"
 
@@ -44,9 +45,16 @@ std::string number_field(const std::string& json, const std::string& f) {
 
 class Session {
  public:
-  Session(std::vector<std::string> endpoints, int sketch, uint64_t seed, double timeout)
+  // keys_dir non-empty: CurveZMQ, with peer-R.pub of each member and the tool's own key pair.
+  Session(std::vector<std::string> endpoints, int sketch, uint64_t seed, double timeout, const std::string& keys_dir,
+          const peer::KeyPair& own)
       : sketch_(sketch), seed_(seed), timeout_(timeout) {
-    for (auto& e : endpoints) clients_.push_back(std::make_unique<peer::ControlClient>(context_, e));
+    for (size_t r = 0; r < endpoints.size(); ++r) {
+      const std::string server =
+          keys_dir.empty() ? "" : peer::read_public_key(keys_dir + "/peer-" + std::to_string(r) + ".pub");
+      clients_.push_back(
+          std::make_unique<peer::ControlClient>(context_, endpoints[r], server, own.public_key, own.secret_key));
+    }
   }
   size_t size() const { return clients_.size(); }
 
@@ -169,6 +177,8 @@ int run(int argc, char** argv) {
   flags.add_string("format", "table, csv or json", "table");
   flags.add_string("plot", "write consensus distance and loss against rounds to FILE.svg", std::nullopt);
   flags.add_string("timeout", "seconds to wait for one answer", "10");
+  flags.add_string("keys", "CurveZMQ key directory of the run (peer-R.pub), when it uses security; --peer must then be peer 0's endpoint", std::nullopt);
+  flags.add_string("key", "the tool's own key pair (default KEYS/tool.key)", std::nullopt);
   flags.add_bool("csv", "same as --format csv");
   flags.add_bool("json", "same as --format json");
   flags.add_bool("watch", "keep measuring (a live table) until --samples or the end of the run");
@@ -188,11 +198,21 @@ int run(int argc, char** argv) {
   if (flags.has("plot") && flags.get_string("plot").size() < 4)
     throw Error("gossip-consensus", "--plot wants a file name ending in .svg");
 
+  std::string keys_dir;
+  peer::KeyPair own;
+  if (flags.has("keys")) {
+    keys_dir = flags.get_string("keys");
+    own = peer::read_keypair(flags.has("key") ? flags.get_string("key") : keys_dir + "/tool.key");
+  }
   // Discover the membership.
   std::vector<std::string> members;
   if (flags.has("peer")) {
     zmq::context_t ctx;
-    peer::ControlClient entry(ctx, flags.get_string("peer"));
+    // The entry peer's key: the tool does not know its rank yet, so try each peer key in turn
+    // only when security is on; peer 0's is the usual entry.
+    peer::ControlClient entry(ctx, flags.get_string("peer"),
+                              keys_dir.empty() ? "" : peer::read_public_key(keys_dir + "/peer-0.pub"), own.public_key,
+                              own.secret_key);
     // Right after start-up a peer may not know every neighbour's port-0 endpoint yet: ask again.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
     for (;;) {
@@ -223,7 +243,7 @@ int run(int argc, char** argv) {
     throw Error("gossip-consensus", "give --peer ENDPOINT or --config YAML\n" + flags.usage());
   }
 
-  Session session(members, sketch, static_cast<uint64_t>(flags.get_int("seed")), timeout);
+  Session session(members, sketch, static_cast<uint64_t>(flags.get_int("seed")), timeout, keys_dir, own);
   if (flags.get_bool("status")) {
     for (size_t i = 0; i < session.size(); ++i) std::cout << session.status(i) << "\n";
     return 0;

@@ -319,6 +319,12 @@ RunConfig parse_config(const std::string& yaml_text, const std::string& file_nam
   top.read_number("consensus_every", cfg.consensus_every, 0, 1e9);
   top.read_string("init", cfg.init, {"same", "per_rank"});
   top.read_number("threads", cfg.threads, 0, 1024);
+  if (top.has("security")) {
+    MapReader sec(top.get("security"), file_name, "security");
+    if (!sec.has("keys")) sec.fail(top.get("security"), "missing field 'keys' (a directory made by gossip-keygen)");
+    sec.read_string("keys", cfg.keys_dir);
+    sec.finish();
+  }
   if (top.has("metrics")) {
     MapReader m(top.get("metrics"), file_name, "metrics");
     cfg.metrics_port = 0;

@@ -67,6 +67,7 @@ struct RunConfig {
   std::string init = "same";         // same | per_rank: identical or per-peer initial models
   int metrics_port = -1;             // Prometheus /metrics: -1 off, 0 any free port, P: P + rank
   std::string metrics_host = "127.0.0.1";
+  std::string keys_dir;              // CurveZMQ: peer-R.key / *.pub directory (empty = no encryption)
   PeersConfig peers;
   topology::Graph topology;
   AlgorithmConfig algorithm;

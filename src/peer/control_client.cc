@@ -9,9 +9,15 @@
 
 namespace gossip::peer {
 
-ControlClient::ControlClient(zmq::context_t& context, std::string endpoint)
+ControlClient::ControlClient(zmq::context_t& context, std::string endpoint, const std::string& server_key,
+                             const std::string& own_public, const std::string& own_secret)
     : endpoint_(std::move(endpoint)), socket_(context, zmq::socket_type::dealer) {
   socket_.set(zmq::sockopt::linger, 0);
+  if (!server_key.empty()) {
+    socket_.set(zmq::sockopt::curve_serverkey, server_key);
+    socket_.set(zmq::sockopt::curve_publickey, own_public);
+    socket_.set(zmq::sockopt::curve_secretkey, own_secret);
+  }
   socket_.set(zmq::sockopt::routing_id, "tool-" + std::to_string(::getpid()) + "-" +
                                             std::to_string(reinterpret_cast<uintptr_t>(this) & 0xFFFFFF));
   socket_.connect(endpoint_);

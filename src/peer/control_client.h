@@ -22,7 +22,9 @@ struct ControlAnswer {
 class ControlClient {
  public:
   // `context` must outlive the client.
-  ControlClient(zmq::context_t& context, std::string endpoint);
+  // With `server_key` (the peer's Z85 public key) and `own` keys the connection uses CurveZMQ.
+  ControlClient(zmq::context_t& context, std::string endpoint, const std::string& server_key = "",
+                const std::string& own_public = "", const std::string& own_secret = "");
   // Sends `json` as operation `op` and waits up to timeout_s for the answer; throws gossip::Error
   // naming the endpoint on a timeout or a malformed answer.
   ControlAnswer request(ControlOp op, const std::string& json, double timeout_s);

@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "kernels/backend.h"
 #include "peer/config.h"
+#include "peer/curve_keys.h"
 #include "peer/decentralized_hook.h"
 #include "peer/metrics_server.h"
 #include "peer/trainer.h"
@@ -68,6 +69,14 @@ int run(int argc, char** argv) {
     if (flags.has("rendezvous")) opt.rendezvous_dir = flags.get_string("rendezvous");
     opt.max_chunk_bytes = static_cast<size_t>(cfg.algorithm.chunk_bytes);
     opt.connect_timeout_s = cfg.algorithm.timeout_s;
+    if (!cfg.keys_dir.empty()) {  // CurveZMQ on every socket, allow-list = every *.pub there
+      const gossip::peer::KeyPair own = gossip::peer::read_keypair(cfg.keys_dir + "/peer-" + std::to_string(rank) + ".key");
+      opt.curve_public = own.public_key;
+      opt.curve_secret = own.secret_key;
+      for (int j = 0; j < n; ++j)
+        opt.peer_public_keys.push_back(gossip::peer::read_public_key(cfg.keys_dir + "/peer-" + std::to_string(j) + ".pub"));
+      opt.allowed_keys = gossip::peer::read_allowed_keys(cfg.keys_dir);
+    }
     // Bind before loading data, so neighbours can queue messages to us while we start.
     transport = std::make_unique<gossip::peer::ZmqTransport>(opt);
     gossip::log("bound ", transport->bound_endpoint(), ", algorithm ", gossip::peer::algorithm_name(cfg.algorithm.kind),

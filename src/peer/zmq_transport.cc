@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <map>
 
 #include "common/error.h"
@@ -119,8 +120,21 @@ TransportStats ZmqTransport::stats() const {
 void ZmqTransport::comm_main(std::promise<std::string> bound) {
   bool announced = false;
   try {
+    // With CURVE, the ZAP handler must be bound before any socket asks it.
+    std::optional<zmq::socket_t> zap;
+    const bool curve = !options_.curve_secret.empty();
+    if (curve) {
+      zap.emplace(context_, zmq::socket_type::rep);
+      zap->set(zmq::sockopt::linger, 0);
+      zap->bind("inproc://zeromq.zap.01");
+    }
     zmq::socket_t router(context_, zmq::socket_type::router);
     router.set(zmq::sockopt::linger, 0);
+    if (curve) {
+      router.set(zmq::sockopt::curve_server, true);
+      router.set(zmq::sockopt::curve_secretkey, options_.curve_secret);
+      router.set(zmq::sockopt::zap_domain, "gossip");
+    }
     // No router_handover: a second connection claiming a connected peer's identity is refused,
     // so a rogue cannot take over a neighbour's pipe (and lose its messages) by naming it.
     router.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(options_.max_chunk_bytes + 4096));
@@ -146,7 +160,7 @@ void ZmqTransport::comm_main(std::promise<std::string> bound) {
     std::vector<Link> links(size());
     bound.set_value(actual);
     announced = true;
-    comm_loop(router, links);
+    comm_loop(router, zap ? &*zap : nullptr, links);
   } catch (...) {
     if (!announced) bound.set_exception(std::current_exception());
     else mailbox_.fail(std::current_exception());
@@ -171,6 +185,11 @@ bool ZmqTransport::connect(Link& link, int peer) {
   dealer.set(zmq::sockopt::routing_id, "r" + std::to_string(rank()));
   dealer.set(zmq::sockopt::linger, static_cast<int>(options_.linger_s * 1000));
   dealer.set(zmq::sockopt::sndhwm, 4096);
+  if (!options_.curve_secret.empty()) {
+    dealer.set(zmq::sockopt::curve_serverkey, options_.peer_public_keys.at(peer));
+    dealer.set(zmq::sockopt::curve_publickey, options_.curve_public);
+    dealer.set(zmq::sockopt::curve_secretkey, options_.curve_secret);
+  }
   dealer.connect(ep);
   link.dealer = std::move(dealer);
   return true;
@@ -293,12 +312,39 @@ void ZmqTransport::answer_control(zmq::socket_t& router, const zmq::message_t& i
   router.send(zmq::const_buffer(data, bytes), zmq::send_flags::none);
 }
 
-void ZmqTransport::comm_loop(zmq::socket_t& router, std::vector<Link>& links) {
+// ZAP (RFC 27): version, request id, domain, address, identity, mechanism, credentials.
+void ZmqTransport::answer_zap(zmq::socket_t& zap) {
+  std::vector<zmq::message_t> f;
+  do {
+    f.emplace_back();
+    if (!zap.recv(f.back(), zmq::recv_flags::dontwait)) return;
+  } while (zap.get(zmq::sockopt::rcvmore));
+  if (f.size() < 6) return;
+  bool allowed = false;
+  std::string why = "mechanism " + f[5].to_string();
+  if (f[5].to_string() == "CURVE" && f.size() >= 7 && f[6].size() == 32) {
+    char z85[41];
+    zmq_z85_encode(z85, static_cast<const uint8_t*>(f[6].data()), 32);
+    allowed = std::find(options_.allowed_keys.begin(), options_.allowed_keys.end(), std::string(z85)) !=
+              options_.allowed_keys.end();
+    why = "key " + std::string(z85) + " is not on the allow-list";
+  }
+  if (!allowed) log("peer ", rank(), ": refused a connection from ", f[3].to_string(), ": ", why);
+  zap.send(zmq::str_buffer("1.0"), zmq::send_flags::sndmore);
+  zap.send(f[1], zmq::send_flags::sndmore);
+  zap.send(zmq::buffer(std::string(allowed ? "200" : "400")), zmq::send_flags::sndmore);
+  zap.send(zmq::buffer(std::string(allowed ? "OK" : "not allowed")), zmq::send_flags::sndmore);
+  zap.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
+  zap.send(zmq::str_buffer(""), zmq::send_flags::none);
+}
+
+void ZmqTransport::comm_loop(zmq::socket_t& router, zmq::socket_t* zap, std::vector<Link>& links) {
   Clock::time_point stop_deadline{};
   for (;;) {
     std::vector<zmq::pollitem_t> items;
     items.push_back({router.handle(), 0, ZMQ_POLLIN, 0});
     items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
+    items.push_back({zap ? zap->handle() : nullptr, zap ? 0 : -1, static_cast<short>(zap ? ZMQ_POLLIN : 0), 0});
     bool unconnected_backlog = false;
     for (int p = 0; p < size(); ++p) {
       if (links[p].pending.empty()) continue;
@@ -320,6 +366,7 @@ void ZmqTransport::comm_loop(zmq::socket_t& router, std::vector<Link>& links) {
         queue_.pop_front();
       }
     }
+    if (zap && (items[2].revents & ZMQ_POLLIN)) answer_zap(*zap);
     if (items[0].revents & ZMQ_POLLIN) receive_all(router);
     bool all_sent = true;
     for (int p = 0; p < size(); ++p)

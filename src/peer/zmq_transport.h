@@ -30,6 +30,11 @@ struct ZmqTransportOptions {
   size_t max_chunk_bytes = 1 << 20;    // larger payload frames are refused by ZeroMQ itself
   double connect_timeout_s = 60;       // how long to wait for a neighbour to publish its endpoint
   double linger_s = 5;                 // at shutdown, how long unsent messages may still go out
+  // CurveZMQ (all empty = plain TCP/IPC): this peer's key pair, every peer's public key by rank,
+  // and the public keys allowed to connect (checked by a ZAP handler on the comm thread).
+  std::string curve_public, curve_secret;
+  std::vector<std::string> peer_public_keys;
+  std::vector<std::string> allowed_keys;
 };
 
 // Keeps freed large blocks in the heap instead of returning them to the kernel: every received
@@ -63,7 +68,8 @@ class ZmqTransport final : public Transport {
  private:
   struct Link;
   void comm_main(std::promise<std::string> bound);
-  void comm_loop(zmq::socket_t& router, std::vector<Link>& links);
+  void comm_loop(zmq::socket_t& router, zmq::socket_t* zap, std::vector<Link>& links);
+  void answer_zap(zmq::socket_t& zap);
   void receive_all(zmq::socket_t& router);
   void answer_control(zmq::socket_t& router, const zmq::message_t& identity, const Header& request,
                       const zmq::message_t& payload);

@@ -1,0 +1,114 @@
+// CurveZMQ: peers of a run with `security: {keys: DIR}` talk encrypted and accept only keys on the
+// allow-list (every *.pub in DIR). An outsider can neither inject messages nor query a peer, and
+// its attempt is logged.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <thread>
+#include <zmq.hpp>
+
+#include "peer/curve_keys.h"
+#include "peer/wire_format.h"
+#include "process_util.h"
+
+namespace gossip {
+namespace {
+
+using testing::run_command;
+using testing::TempDir;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+TEST(Security, OnlyAllowedKeysGetIn) {
+  TempDir dir;
+  const std::string keys = dir.path() + "/keys", other = dir.path() + "/other";
+  ASSERT_EQ(run_command(testing::bin("gossip-keygen") + " " + keys + " --peers 2").exit_code, 0);
+  ASSERT_EQ(run_command(testing::bin("gossip-keygen") + " " + other + " --name intruder").exit_code, 0);
+  const std::string yaml = dir.write("run.yaml",
+      "seed: 2\ndevice: cpu\nlog_every: 50\npeers: {count: 2, host: 127.0.0.1, base_port: 0}\n"
+      "security: {keys: " + keys + "}\ntopology: ring\nalgorithm: gossip\nmodel: {hidden: [32]}\n"
+      "data: {dataset: synthetic, synthetic: {train: 4000, test: 200, dims: 32, classes: 4}}\n"
+      "optimizer: {lr: 0.01, batch: 32, epochs: 100000}\n");
+  const std::string log = dir.path() + "/run.log";
+  ASSERT_EQ(std::system((testing::bin("gossip-launch") + " " + yaml + " > " + log + " 2>&1 &").c_str()), 0);
+  std::string endpoint;
+  for (int i = 0; i < 200 && endpoint.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::smatch m;
+    const std::string text = read_file(log);
+    if (std::regex_search(text, m, std::regex(R"(\[peer 0\] bound (tcp://[0-9.:]+))"))) endpoint = m[1];
+  }
+  ASSERT_FALSE(endpoint.empty()) << read_file(log);
+
+  // A valid-looking gossip message, sent by (a) a CURVE client whose key is not allowed and
+  // (b) a plain client.
+  peer::Header h;
+  h.kind = static_cast<uint16_t>(peer::MessageKind::kGossip);
+  h.sender = 1;
+  h.round = 1u << 30;
+  h.total_floats = 2;
+  const float payload[2] = {1e9f, -1e9f};
+  h.payload_bytes = 8;
+  h.checksum = peer::message_checksum(h, payload, 8);
+  uint8_t head[peer::kHeaderBytes];
+  peer::encode_header(h, head);
+  zmq::context_t ctx;
+  const peer::KeyPair intruder = peer::read_keypair(other + "/intruder.key");
+  zmq::socket_t curve(ctx, zmq::socket_type::dealer), plain(ctx, zmq::socket_type::dealer);
+  curve.set(zmq::sockopt::routing_id, "intruder");
+  curve.set(zmq::sockopt::linger, 0);
+  curve.set(zmq::sockopt::curve_serverkey, peer::read_public_key(keys + "/peer-0.pub"));
+  curve.set(zmq::sockopt::curve_publickey, intruder.public_key);
+  curve.set(zmq::sockopt::curve_secretkey, intruder.secret_key);
+  plain.set(zmq::sockopt::routing_id, "plain");
+  plain.set(zmq::sockopt::linger, 0);
+  for (zmq::socket_t* s : {&curve, &plain}) {
+    s->connect(endpoint);
+    s->send(zmq::const_buffer(head, sizeof(head)), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    s->send(zmq::const_buffer(payload, 8), zmq::send_flags::dontwait);
+  }
+  // The consensus tool: refused without keys, served with the run's tool key.
+  auto without = run_command(testing::bin("gossip-consensus") + " --peer " + endpoint + " --status --timeout 1", 30);
+  auto with = run_command(testing::bin("gossip-consensus") + " --peer " + endpoint + " --keys " + keys + " --status", 30);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const std::string text = read_file(log);
+  run_command("pkill -INT -f '[g]ossip-launch " + yaml + "'", 10);
+  for (int i = 0; i < 100 && !run_command("pgrep -f '[g]ossip-peer --config " + yaml + "'", 10).output.empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+
+  EXPECT_NE(text.find("refused a connection from 127.0.0.1: key " + intruder.public_key + " is not on the allow-list"),
+            std::string::npos) << text;
+  EXPECT_EQ(text.find("dropped a message from 'intruder'"), std::string::npos) << "nothing got through";
+  EXPECT_EQ(text.find("dropped a message from 'plain'"), std::string::npos) << "nothing got through";
+  EXPECT_EQ(without.exit_code, 2) << without.output;
+  EXPECT_EQ(with.exit_code, 0) << with.output;
+  EXPECT_NE(with.output.find("\"rank\": 1"), std::string::npos) << with.output;
+  const size_t refused = text.find("refused a connection");
+  EXPECT_NE(text.find("] step ", refused), std::string::npos) << "training went on\n" << text;
+}
+
+TEST(Security, MissingOrMalformedKeyFilesAreClearErrors) {
+  TempDir dir;
+  EXPECT_THROW(peer::read_keypair(dir.path() + "/none.key"), std::exception);
+  const std::string bad = dir.write("bad.key", "public: short\n");
+  try {
+    peer::read_keypair(bad);
+    FAIL();
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.key:1"), std::string::npos) << e.what();
+  }
+  peer::KeyPair k = peer::generate_keypair();
+  peer::write_keypair(dir.path() + "/ok", k);
+  EXPECT_EQ(peer::read_keypair(dir.path() + "/ok.key").secret_key, k.secret_key);
+  EXPECT_EQ(peer::read_public_key(dir.path() + "/ok.pub"), k.public_key);
+  EXPECT_EQ(peer::read_allowed_keys(dir.path()), std::vector<std::string>{k.public_key});
+}
+
+}  // namespace
+}  // namespace gossip
