@@ -35,6 +35,14 @@ std::shared_ptr<std::vector<float>> SnapshotPool::buffer(size_t n) {
   return buf;
 }
 
+SendGuard::~SendGuard() {
+  if (!token_) return;
+  std::weak_ptr<char> watch = token_;
+  token_.reset();
+  const auto deadline = Clock::now() + std::chrono::seconds(2);
+  while (!watch.expired() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
 void SendGuard::wait_released(double timeout_s, const std::string& what) {
   std::weak_ptr<char> watch = token_;
   token_.reset();

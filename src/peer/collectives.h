@@ -43,6 +43,11 @@ void send_vector(Transport& t, const std::vector<int>& peers, const VectorRef& r
 class SendGuard {
  public:
   SendGuard() : token_(std::make_shared<char>(0)) {}
+  // Left by an exception before wait_released(): still give the transport a moment to finish
+  // with the buffer before the caller frees it (best effort, bounded).
+  ~SendGuard();
+  SendGuard(const SendGuard&) = delete;
+  SendGuard& operator=(const SendGuard&) = delete;
   Owner owner() const { return token_; }
   void wait_released(double timeout_s, const std::string& what);
 

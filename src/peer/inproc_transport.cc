@@ -12,11 +12,14 @@ void InprocTransport::send(int peer, OutMessage m) {
   if (peer < 0 || peer >= size()) throw Error("inproc transport", "no peer " + std::to_string(peer));
   m.header.sender = static_cast<uint32_t>(rank_);
   m.header.payload_bytes = static_cast<uint32_t>(m.count * sizeof(float));
+  // The fake copies: a receiver may hold a chunk after its sender has failed and freed the
+  // buffer, which real sends never allow (the ZeroMQ transport has the bytes out first).
+  auto copy = std::make_shared<std::vector<float>>(m.data, m.data + m.count);
   InMessage in;
   in.header = m.header;
-  in.data = m.data;
+  in.data = copy->data();
   in.count = m.count;
-  in.owner = std::const_pointer_cast<void>(m.owner);
+  in.owner = copy;
   sent_ += m.count * sizeof(float);
   fabric_->box(peer).put(std::move(in));
 }

@@ -1,5 +1,6 @@
 // In-process fake transport for tests: n peers in one process (one thread each) exchange messages
-// through shared mailboxes, with the same matching and zero-copy semantics as the real transport.
+// through shared mailboxes, with the same matching semantics as the real transport (payloads are
+// copied, so a failing sender can free its buffer at any time).
 #pragma once
 
 #include <atomic>

@@ -53,12 +53,13 @@ int run(int argc, char** argv) {
   using gossip::peer::Algorithm;
   if (n > 1 && cfg.algorithm.kind == Algorithm::kNone) gossip::log("note: ", n, " peers but algorithm none: each trains alone");
 
-  // Destroyed in reverse: the hook (whose buffers belong to the trainer's backend) first, then
-  // the trainer, the transport (joining the comm thread that calls the control state) and last
-  // the control state.
+  // Destroyed in reverse order: metrics and the hook first; then the transport, whose comm
+  // thread may still be sending zero-copy from the model's buffers (on an error path), so the
+  // trainer owning those buffers goes after it; the control state, which the comm thread calls,
+  // last. The transport is still created first (bind before loading data).
   std::unique_ptr<gossip::peer::ControlState> control;
-  std::unique_ptr<gossip::peer::ZmqTransport> transport;
   std::unique_ptr<gossip::peer::Trainer> trainer;
+  std::unique_ptr<gossip::peer::ZmqTransport> transport;
   std::unique_ptr<gossip::peer::DecentralizedHook> hook;
   std::unique_ptr<gossip::peer::MetricsServer> metrics;  // declared last: stopped first
   if (cfg.algorithm.kind != Algorithm::kNone && n > 1) {
