@@ -35,19 +35,25 @@ std::shared_ptr<std::vector<float>> SnapshotPool::buffer(size_t n) {
   return buf;
 }
 
+SendGuard::SendGuard() : released_(std::make_shared<Released>()) {
+  token_ = std::shared_ptr<char>(new char(0), [r = released_](char* p) {
+    delete p;
+    r->done.store(true, std::memory_order_release);
+  });
+}
+
 SendGuard::~SendGuard() {
   if (!token_) return;
-  std::weak_ptr<char> watch = token_;
   token_.reset();
   const auto deadline = Clock::now() + std::chrono::seconds(2);
-  while (!watch.expired() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  while (!released_->done.load(std::memory_order_acquire) && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
 }
 
 void SendGuard::wait_released(double timeout_s, const std::string& what) {
-  std::weak_ptr<char> watch = token_;
   token_.reset();
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
-  while (!watch.expired()) {
+  while (!released_->done.load(std::memory_order_acquire)) {
     if (Clock::now() > deadline) throw Error(what, "a send did not complete within " + std::to_string(timeout_s) + " s");
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }

@@ -2,6 +2,7 @@
 // ring all-reduce (reduce-scatter + all-gather) the peers run among themselves — no server.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -42,7 +43,7 @@ void send_vector(Transport& t, const std::vector<int>& peers, const VectorRef& r
 // transport has dropped every copy (the bytes have left), or throws after timeout_s.
 class SendGuard {
  public:
-  SendGuard() : token_(std::make_shared<char>(0)) {}
+  SendGuard();
   // Left by an exception before wait_released(): still give the transport a moment to finish
   // with the buffer before the caller frees it (best effort, bounded).
   ~SendGuard();
@@ -52,6 +53,12 @@ class SendGuard {
   void wait_released(double timeout_s, const std::string& what);
 
  private:
+  // Set (release) by the token's deleter, on whichever thread drops the last copy, and read
+  // (acquire) by the waiter: the transport's last read of the buffer happens-before our reuse.
+  struct Released {
+    std::atomic<bool> done{false};
+  };
+  std::shared_ptr<Released> released_;
   std::shared_ptr<char> token_;
 };
 
