@@ -202,6 +202,10 @@ bool ZmqTransport::flush(Link& link, int peer) {
     OutMessage& m = link.pending.front();
     m.header.payload_bytes = static_cast<uint32_t>(m.count * sizeof(float));
     const float* data = m.data;
+    // Holding (then dropping) our own reference around the checksum's read of the buffer puts
+    // that read before the owner's release in the reference count's release sequence, so a
+    // sender waiting for the release (SendGuard) sees it happen-before, also to TSan.
+    Owner reading = m.owner;
     if (!m.checksum_ready) m.header.checksum = message_checksum(m.header, data, m.header.payload_bytes);
     uint8_t head[kHeaderBytes];
     encode_header(m.header, head);
@@ -217,6 +221,7 @@ bool ZmqTransport::flush(Link& link, int peer) {
 
     bytes_sent_ += kHeaderBytes + m.header.payload_bytes;
     link.pending.pop_front();
+    reading.reset();
   }
   return true;
 }
