@@ -15,13 +15,10 @@
 namespace gossip {
 namespace {
 
+using testing::read_file;
 using testing::run_command;
 using testing::TempDir;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
 
 long rss_kib(const std::string& yaml, int rank) {
   auto pid = run_command("pgrep -f '[g]ossip-peer --config " + yaml + " --rank " + std::to_string(rank) + "'", 10);
@@ -37,16 +34,9 @@ TEST(HostileInput, RogueMessagesAreDroppedAndTrainingGoesOn) {
       "topology: ring\nalgorithm: gossip\nmodel: {hidden: [32]}\n"
       "data: {dataset: synthetic, synthetic: {train: 4000, test: 200, dims: 32, classes: 4}}\n"
       "optimizer: {lr: 0.01, batch: 32, epochs: 100000}\n");
-  const std::string log = dir.path() + "/run.log";
-  ASSERT_EQ(std::system((testing::bin("gossip-launch") + " " + yaml + " > " + log + " 2>&1 &").c_str()), 0);
-  std::string endpoint;
-  for (int i = 0; i < 200 && endpoint.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    std::smatch m;
-    const std::string text = read_file(log);
-    if (std::regex_search(text, m, std::regex(R"(\[peer 0\] bound (tcp://[0-9.:]+))"))) endpoint = m[1];
-  }
-  ASSERT_FALSE(endpoint.empty()) << read_file(log);
+  testing::BackgroundRun run(yaml, dir.path() + "/run.log");
+  const std::string endpoint = run.peer0_endpoint();
+  ASSERT_FALSE(endpoint.empty()) << run.log();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // training under way
   const long rss_before = rss_kib(yaml, 0);
 
@@ -102,10 +92,8 @@ TEST(HostileInput, RogueMessagesAreDroppedAndTrainingGoesOn) {
   spoof.send(zmq::const_buffer(four.data(), 16), zmq::send_flags::none);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   const long rss_after = rss_kib(yaml, 0);
-  const std::string before_stop = read_file(log);
-  run_command("pkill -INT -f '[g]ossip-launch " + yaml + "'", 10);
-  for (int i = 0; i < 100 && !run_command("pgrep -f '[g]ossip-peer --config " + yaml + "'", 10).output.empty(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::string before_stop = run.log();
+  run.stop();
 
   for (const char* reason : {"frames (expected header + payload)", "header frame of 5 bytes", "protocol version 7",
                              "sender field 1 does not match the connection", "payload of 16 bytes but header says"})

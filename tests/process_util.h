@@ -8,7 +8,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <string>
 #include <vector>
@@ -55,6 +57,43 @@ class TempDir {
 
  private:
   std::string path_;
+};
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// gossip-launch on `yaml` in the background (output to `log`) for tests that act on a live run.
+class BackgroundRun {
+ public:
+  BackgroundRun(std::string yaml, std::string log) : yaml_(std::move(yaml)), log_(std::move(log)) {
+    started_ = std::system((bin("gossip-launch") + " " + yaml_ + " > " + log_ + " 2>&1 &").c_str()) == 0;
+  }
+  ~BackgroundRun() { stop(); }
+  // Peer 0's data endpoint from its "bound" line ("" if it does not come within 10 s).
+  std::string peer0_endpoint() const {
+    for (int i = 0; started_ && i < 200; ++i) {
+      std::smatch m;
+      const std::string text = read_file(log_);
+      if (std::regex_search(text, m, std::regex(R"(\[peer 0\] bound (tcp://[0-9.:]+))"))) return m[1];
+      ::usleep(50000);
+    }
+    return "";
+  }
+  std::string log() const { return read_file(log_); }
+  // Ctrl-C to the launcher, then wait until none of its peers is left.
+  void stop() {
+    if (!started_) return;
+    started_ = false;
+    run_command("pkill -INT -f '[g]ossip-launch " + yaml_ + "'", 10);
+    for (int i = 0; i < 100 && !run_command("pgrep -f '[g]ossip-peer --config " + yaml_ + "'", 10).output.empty(); ++i)
+      ::usleep(100000);
+  }
+
+ private:
+  std::string yaml_, log_;
+  bool started_ = false;
 };
 
 // All numbers captured by `pattern`'s first group, in order of appearance.

@@ -17,13 +17,10 @@
 namespace gossip {
 namespace {
 
+using testing::read_file;
 using testing::run_command;
 using testing::TempDir;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
 
 TEST(Security, OnlyAllowedKeysGetIn) {
   TempDir dir;
@@ -35,16 +32,9 @@ TEST(Security, OnlyAllowedKeysGetIn) {
       "security: {keys: " + keys + "}\ntopology: ring\nalgorithm: gossip\nmodel: {hidden: [32]}\n"
       "data: {dataset: synthetic, synthetic: {train: 4000, test: 200, dims: 32, classes: 4}}\n"
       "optimizer: {lr: 0.01, batch: 32, epochs: 100000}\n");
-  const std::string log = dir.path() + "/run.log";
-  ASSERT_EQ(std::system((testing::bin("gossip-launch") + " " + yaml + " > " + log + " 2>&1 &").c_str()), 0);
-  std::string endpoint;
-  for (int i = 0; i < 200 && endpoint.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    std::smatch m;
-    const std::string text = read_file(log);
-    if (std::regex_search(text, m, std::regex(R"(\[peer 0\] bound (tcp://[0-9.:]+))"))) endpoint = m[1];
-  }
-  ASSERT_FALSE(endpoint.empty()) << read_file(log);
+  testing::BackgroundRun run(yaml, dir.path() + "/run.log");
+  const std::string endpoint = run.peer0_endpoint();
+  ASSERT_FALSE(endpoint.empty()) << run.log();
 
   // A valid-looking gossip message, sent by (a) a CURVE client whose key is not allowed and
   // (b) a plain client.
@@ -77,10 +67,8 @@ TEST(Security, OnlyAllowedKeysGetIn) {
   auto without = run_command(testing::bin("gossip-consensus") + " --peer " + endpoint + " --status --timeout 1", 30);
   auto with = run_command(testing::bin("gossip-consensus") + " --peer " + endpoint + " --keys " + keys + " --status", 30);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  const std::string text = read_file(log);
-  run_command("pkill -INT -f '[g]ossip-launch " + yaml + "'", 10);
-  for (int i = 0; i < 100 && !run_command("pgrep -f '[g]ossip-peer --config " + yaml + "'", 10).output.empty(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::string text = run.log();
+  run.stop();
 
   EXPECT_NE(text.find("refused a connection from 127.0.0.1: key " + intruder.public_key + " is not on the allow-list"),
             std::string::npos) << text;
