@@ -105,7 +105,9 @@ TEST(PeerProcesses, PushSumWithPeriodicGlobalAverage) {
                               "{kind: push_sum, overlap: true, global_average_every: 4}", "consensus_every: 1\n"));
   expect_all_trained(r, 4, 0.9);
   for (auto [step, v] : consensus_by_step(r.output))
-    if (step % 4 == 0) EXPECT_LT(v.second, 1e-12) << "step " << step;
+    if (step % 4 == 0) {
+      EXPECT_LT(v.second, 1e-12) << "step " << step;
+    }
 }
 
 // Learning rate 0 and different initial models: pure averaging, as the topology library predicts.

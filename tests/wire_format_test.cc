@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 namespace gossip::peer {
@@ -102,6 +104,35 @@ INSTANTIATE_TEST_SUITE_P(
       for (char& c : n) if (c == ' ') c = '_';
       return n;
     });
+
+}  // namespace
+}  // namespace gossip::peer
+
+namespace gossip::peer {
+namespace {
+
+// The fused NaN/Inf test agrees with a plain scan for every position and size (stripes and tail).
+TEST(WireFormat, ChecksumPassAlsoFindsNonFiniteValues) {
+  for (size_t n : {0, 1, 5, 6, 7, 64, 1001}) {
+    std::vector<float> v(n, 1.5f);
+    bool finite = false;
+    const uint32_t clean = payload_checksum(v.data(), n * 4, 3, &finite);
+    EXPECT_TRUE(finite) << n;
+    EXPECT_EQ(clean, payload_checksum(v.data(), n * 4, 3)) << "same checksum with or without the test";
+    for (size_t i = 0; i < n; ++i) {
+      v[i] = i % 2 ? std::numeric_limits<float>::infinity() : std::nanf("");
+      payload_checksum(v.data(), n * 4, 3, &finite);
+      EXPECT_FALSE(finite) << "n " << n << " position " << i;
+      v[i] = 1.5f;
+    }
+  }
+}
+
+TEST(WireFormat, HardwareCrcMatchesTheTable) {
+  std::vector<uint8_t> bytes(1237);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 7 + 3);
+  for (size_t len : {0, 1, 8, 9, 100, 1237}) EXPECT_EQ(crc32c(bytes.data(), len, 5), crc32c_portable(bytes.data(), len, 5));
+}
 
 }  // namespace
 }  // namespace gossip::peer

@@ -38,11 +38,6 @@ struct Sample {
   double loss;
 };
 
-std::string number_field(const std::string& json, const std::string& f) {
-  auto v = ControlState::json_number(json, f);
-  return v ? std::to_string(*v) : "?";
-}
-
 class Session {
  public:
   // keys_dir non-empty: CurveZMQ, with peer-R.pub of each member and the tool's own key pair.

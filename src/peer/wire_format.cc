@@ -64,9 +64,18 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_hw(const uint8_t* p, size_t n,
   return c32;
 }
 
-// Three stripes of `stripe` bytes each, in one loop (raw, un-inverted CRC states).
-__attribute__((target("sse4.2"))) void crc32c_hw3(const uint8_t* p, size_t stripe, uint32_t s[3]) {
-  uint64_t a = s[0], b = s[1], c = s[2];
+// Non-zero when either float of an 8-byte word is NaN or ±Inf (its exponent bits all ones).
+inline uint64_t non_finite_pair(uint64_t v) {
+  const uint64_t x = (v & 0x7F8000007F800000ull) ^ 0x7F8000007F800000ull;
+  return static_cast<uint64_t>(static_cast<uint32_t>(x) == 0) | static_cast<uint64_t>((x >> 32) == 0);
+}
+
+// Three stripes of `stripe` bytes each, in one loop (raw, un-inverted CRC states). With
+// kCheck, the same loads also test every float for NaN/Inf: nearly free, since the loop waits on
+// the CRC instruction's latency anyway. Returns true when some float was not finite.
+template <bool kCheck>
+__attribute__((target("sse4.2"))) bool crc32c_hw3(const uint8_t* p, size_t stripe, uint32_t s[3]) {
+  uint64_t a = s[0], b = s[1], c = s[2], bad = 0;
   for (size_t i = 0; i < stripe; i += 8) {
     uint64_t va, vb, vc;
     std::memcpy(&va, p + i, 8);
@@ -75,10 +84,12 @@ __attribute__((target("sse4.2"))) void crc32c_hw3(const uint8_t* p, size_t strip
     a = __builtin_ia32_crc32di(a, va);
     b = __builtin_ia32_crc32di(b, vb);
     c = __builtin_ia32_crc32di(c, vc);
+    if constexpr (kCheck) bad |= non_finite_pair(va) | non_finite_pair(vb) | non_finite_pair(vc);
   }
   s[0] = static_cast<uint32_t>(a);
   s[1] = static_cast<uint32_t>(b);
   s[2] = static_cast<uint32_t>(c);
+  return bad != 0;
 }
 const bool have_sse42 = __builtin_cpu_supports("sse4.2");
 #endif
@@ -103,19 +114,33 @@ uint32_t crc32c_portable(const void* data, size_t bytes, uint32_t seed) {
   return ~crc32c_soft(static_cast<const uint8_t*>(data), bytes, ~seed);
 }
 
-uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed) {
+// True when some float of p[0, bytes) is NaN or ±Inf (bytes a multiple of 4).
+bool any_non_finite(const uint8_t* p, size_t bytes) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i + 4 <= bytes; i += 4) {
+    uint32_t bits;
+    std::memcpy(&bits, p + i, 4);
+    bad |= static_cast<uint32_t>((bits & 0x7F800000u) == 0x7F800000u);
+  }
+  return bad != 0;
+}
+
+uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, bool* finite) {
   const uint8_t* p = static_cast<const uint8_t*>(data);
   const size_t stripe = (bytes / 3) & ~size_t(7);
   uint32_t s[3] = {~0u, ~0u, ~0u};
+  bool bad = false;
 #if defined(__x86_64__)
   if (have_sse42) {
-    crc32c_hw3(p, stripe, s);
+    bad = finite ? crc32c_hw3<true>(p, stripe, s) : crc32c_hw3<false>(p, stripe, s);
   } else
 #endif
   {
     for (int k = 0; k < 3; ++k) s[k] = crc32c_raw(p + k * stripe, stripe, s[k]);
+    if (finite) bad = any_non_finite(p, 3 * stripe);
   }
   s[2] = crc32c_raw(p + 3 * stripe, bytes - 3 * stripe, s[2]);
+  if (finite) *finite = !bad && !any_non_finite(p + 3 * stripe, bytes - 3 * stripe);
   uint8_t lanes[12];
   for (int k = 0; k < 3; ++k) {
     const uint32_t v = ~s[k];
@@ -161,10 +186,10 @@ Header decode_header(const uint8_t* in) {
   return h;
 }
 
-uint32_t message_checksum(const Header& h, const void* payload, size_t payload_bytes) {
+uint32_t message_checksum(const Header& h, const void* payload, size_t payload_bytes, bool* finite) {
   uint8_t buf[kHeaderBytes];
   encode_header(h, buf);
-  return payload_checksum(payload, payload_bytes, crc32c(buf, kHeaderBytes - 4));
+  return payload_checksum(payload, payload_bytes, crc32c(buf, kHeaderBytes - 4), finite);
 }
 
 std::optional<std::string> validate_header(const void* header, size_t header_bytes, size_t payload_bytes,
@@ -188,8 +213,8 @@ std::optional<std::string> validate_header(const void* header, size_t header_byt
   return std::nullopt;
 }
 
-bool checksum_matches(const Header& h, const void* payload, size_t payload_bytes) {
-  return message_checksum(h, payload, payload_bytes) == h.checksum;
+bool checksum_matches(const Header& h, const void* payload, size_t payload_bytes, bool* finite) {
+  return message_checksum(h, payload, payload_bytes, finite) == h.checksum;
 }
 
 std::optional<std::string> validate_message(const void* header, size_t header_bytes, const void* payload,

@@ -64,17 +64,18 @@ uint32_t crc32c_portable(const void* data, size_t bytes, uint32_t seed = 0);
 // tail goes with the third), each stripe gets its own CRC32C, and the result is the CRC32C of the
 // three stripe CRCs (12 little-endian bytes) seeded with `seed`. Three independent stripes let
 // the CPU overlap the CRC instruction's latency, about 3x faster than one stream.
-uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed);
+// With `finite`, also tells (in the same pass) whether every float is finite.
+uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, bool* finite = nullptr);
 
 // Computes the checksum over the encoded header (minus its checksum field) and the payload.
-uint32_t message_checksum(const Header& h, const void* payload, size_t payload_bytes);
+uint32_t message_checksum(const Header& h, const void* payload, size_t payload_bytes, bool* finite = nullptr);
 
 // Why a received header is rejected, or nullopt when it is well formed: sizes, magic, version,
 // kind and chunk bounds — everything but the checksum, which costs a pass over the payload and is
 // checked by the consumer right before it uses the (then cache-hot) values.
 std::optional<std::string> validate_header(const void* header, size_t header_bytes, size_t payload_bytes,
                                            Header* decoded);
-bool checksum_matches(const Header& h, const void* payload, size_t payload_bytes);
+bool checksum_matches(const Header& h, const void* payload, size_t payload_bytes, bool* finite = nullptr);
 
 // validate_header plus the checksum. The caller checks what depends on the run (sender, model size).
 std::optional<std::string> validate_message(const void* header, size_t header_bytes, const void* payload,
