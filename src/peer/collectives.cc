@@ -91,16 +91,6 @@ void send_vector(Transport& t, const std::vector<int>& peers, const VectorRef& r
   } while (done < count);
 }
 
-bool all_finite(const float* v, size_t n) {
-  uint32_t bad = 0;
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, v + i, sizeof(bits));
-    bad |= static_cast<uint32_t>((bits & 0x7F800000u) == 0x7F800000u);
-  }
-  return bad == 0;
-}
-
 ChunkReader::ChunkReader(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s)
     : t_(&t),
       peer_(peer),

@@ -76,9 +76,6 @@ Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t off
 
 // Receives chunk after chunk of one vector from one peer (the chunk-at-a-time form of
 // receive_vector), so a consumer can walk several peers' vectors in step.
-// True when no value is NaN or ±Inf (an integer test on the exponent bits, so it vectorises).
-bool all_finite(const float* v, size_t n);
-
 class ChunkReader {
  public:
   ChunkReader(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s);

@@ -125,6 +125,10 @@ bool any_non_finite(const uint8_t* p, size_t bytes) {
   return bad != 0;
 }
 
+bool all_finite(const float* v, size_t n) {
+  return !any_non_finite(reinterpret_cast<const uint8_t*>(v), n * sizeof(float));
+}
+
 uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, bool* finite) {
   const uint8_t* p = static_cast<const uint8_t*>(data);
   const size_t stripe = (bytes / 3) & ~size_t(7);

@@ -64,6 +64,9 @@ uint32_t crc32c_portable(const void* data, size_t bytes, uint32_t seed = 0);
 // tail goes with the third), each stripe gets its own CRC32C, and the result is the CRC32C of the
 // three stripe CRCs (12 little-endian bytes) seeded with `seed`. Three independent stripes let
 // the CPU overlap the CRC instruction's latency, about 3x faster than one stream.
+// True when no value is NaN or ±Inf (an integer test on the exponent bits, so it vectorises).
+bool all_finite(const float* v, size_t n);
+
 // With `finite`, also tells (in the same pass) whether every float is finite.
 uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, bool* finite = nullptr);
 
