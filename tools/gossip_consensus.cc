@@ -216,7 +216,7 @@ int run(int argc, char** argv) {
       if (members.empty() && st.find("peer is starting") == std::string::npos)
         throw Error(flags.get_string("peer"), "status lists no members: " + st);
       const bool resolved = !members.empty() && std::none_of(members.begin(), members.end(), [](const std::string& m) {
-        return m.size() > 2 && m.compare(m.size() - 2, 2, ":0") == 0;
+        return peer::binds_any_port(m);
       });
       if (resolved) break;
       if (std::chrono::steady_clock::now() > deadline)
@@ -227,7 +227,7 @@ int run(int argc, char** argv) {
     peer::RunConfig cfg = peer::load_config(flags.get_string("config"));
     for (const auto& p : cfg.peers.list) {
       std::string ep = p.endpoint;
-      if (ep.size() > 2 && ep.compare(ep.size() - 2, 2, ":0") == 0) {
+      if (peer::binds_any_port(ep)) {
         if (!flags.has("rendezvous")) throw Error(cfg.file, "peers bind port 0: give --rendezvous DIR or --peer");
         std::ifstream in(flags.get_string("rendezvous") + "/peer-" + std::to_string(p.id));
         if (!(in >> ep)) throw Error(flags.get_string("rendezvous"), "peer " + std::to_string(p.id) + " has not published its endpoint");

@@ -75,7 +75,7 @@ int run(int argc, char** argv) {
 
   bool any_port = false;
   for (const auto& p : cfg.peers.list)
-    any_port |= p.endpoint.size() > 2 && p.endpoint.compare(p.endpoint.size() - 2, 2, ":0") == 0;
+    any_port |= gossip::peer::binds_any_port(p.endpoint);
   std::string rendezvous;
   if (any_port) {
     char tmpl[] = "/tmp/gossip-rendezvous-XXXXXX";

@@ -103,8 +103,7 @@ void parse_peers(MapReader& top, RunConfig& cfg) {
       if (e.endpoint.rfind("tcp://", 0) != 0 && e.endpoint.rfind("ipc://", 0) != 0)
         p.fail(p.get("endpoint"), "endpoint '" + e.endpoint + "' must start with tcp:// or ipc://", "endpoint");
       if (!ids.insert(e.id).second) p.fail(node[i], "duplicate peer id " + std::to_string(e.id), "id");
-      const bool any_port = e.endpoint.size() > 2 && e.endpoint.compare(e.endpoint.size() - 2, 2, ":0") == 0;
-      if (!any_port && !endpoints.insert(e.endpoint).second)
+      if (!binds_any_port(e.endpoint) && !endpoints.insert(e.endpoint).second)
         p.fail(node[i], "duplicate endpoint " + e.endpoint, "endpoint");
       if (e.id != static_cast<int>(i))
         p.fail(node[i], "peer ids must be 0..n-1 in order; expected " + std::to_string(i), "id");
@@ -290,6 +289,10 @@ void parse_train(MapReader& top, RunConfig& cfg) {
 }
 
 }  // namespace
+
+bool binds_any_port(const std::string& ep) {
+  return ep.rfind("tcp://", 0) == 0 && ep.size() > 2 && ep.compare(ep.size() - 2, 2, ":0") == 0;
+}
 
 std::string algorithm_name(Algorithm a) {
   switch (a) {

@@ -81,4 +81,7 @@ RunConfig parse_config(const std::string& yaml_text, const std::string& file_nam
 
 std::string algorithm_name(Algorithm a);
 
+// True for tcp://host:0, an endpoint that binds any free port and is found through a rendezvous.
+bool binds_any_port(const std::string& endpoint);
+
 }  // namespace gossip::peer

@@ -29,6 +29,10 @@ model::TrainTest load_data(const DataConfig& c, uint64_t seed) {
   return tt;
 }
 
+namespace {
+constexpr int kEvalBatch = 1024;  // rows per evaluation batch
+}  // namespace
+
 Trainer::Trainer(const RunConfig& config, int rank, int n, StepHook* hook)
     : config_(config), rank_(rank), hook_(hook) {
   data_ = load_data(config.data, config.seed);
@@ -49,12 +53,12 @@ Trainer::Trainer(const RunConfig& config, int rank, int n, StepHook* hook)
   std::vector<int> dims{data_.train.cols};
   dims.insert(dims.end(), config.train.hidden.begin(), config.train.hidden.end());
   dims.push_back(data_.train.classes);
-  model_ = std::make_unique<model::Mlp>(*backend_, dims, std::max(batch, 1024));
+  const int rows = std::max(batch, kEvalBatch);  // training and evaluation share the buffers
+  model_ = std::make_unique<model::Mlp>(*backend_, dims, rows);
   model_->init(config.init == "per_rank" ? config.seed + 1000003ull * (rank + 1) : config.seed);
   sgd_ = std::make_unique<model::Sgd>(*model_, config.train.optimizer);
-  batch_x_.resize(size_t(std::max(batch, 1024)) * data_.train.cols);
-  batch_y_.resize(std::max(batch, 1024));
-  epoch_of_shard_ = 0;
+  batch_x_.resize(size_t(rows) * data_.train.cols);
+  batch_y_.resize(rows);
   cursor_ = shard_.size();  // forces a shuffle before the first batch
 }
 
@@ -75,7 +79,6 @@ void Trainer::next_batch() {
 }
 
 EvalResult Trainer::evaluate(const model::Dataset& data) {
-  constexpr int kEvalBatch = 1024;
   std::vector<int64_t> all(data.rows);
   for (int i = 0; i < data.rows; ++i) all[i] = i;
   double loss = 0;

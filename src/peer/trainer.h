@@ -76,7 +76,7 @@ class Trainer {
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
   std::vector<float> batch_x_;
-  std::vector<int32_t> batch_y_;
+  std::vector<int32_t> batch_y_;  // batch_x_/batch_y_ hold max(batch, kEvalBatch) rows
 };
 
 // Loads (or synthesises) the data set named by the config.

@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "peer/config.h"
 
 namespace gossip::peer {
 namespace {
@@ -20,10 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string rendezvous_path(const std::string& dir, int peer) { return dir + "/peer-" + std::to_string(peer); }
-
-bool is_any_port(const std::string& ep) {
-  return ep.rfind("tcp://", 0) == 0 && ep.size() > 2 && ep.compare(ep.size() - 2, 2, ":0") == 0;
-}
 
 void publish_endpoint(const std::string& dir, int rank, const std::string& endpoint) {
   const std::string path = rendezvous_path(dir, rank), tmp = path + ".tmp";
@@ -100,7 +97,7 @@ std::optional<InMessage> ZmqTransport::receive(const MatchKey& key, Clock::time_
 std::string ZmqTransport::endpoint_of(int peer) const {
   if (peer < 0 || peer >= size()) return "?";
   std::string ep = options_.endpoints[peer];
-  if (is_any_port(ep) && !options_.rendezvous_dir.empty()) {
+  if (binds_any_port(ep) && !options_.rendezvous_dir.empty()) {
     std::ifstream in(rendezvous_path(options_.rendezvous_dir, peer));
     std::string published;
     if (in >> published) ep = published;
@@ -140,7 +137,7 @@ void ZmqTransport::comm_main(std::promise<std::string> bound) {
     router.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(options_.max_chunk_bytes + 4096));
     router.set(zmq::sockopt::rcvhwm, 4096);
     std::string ep = options_.endpoints[rank()];
-    const bool any_port = is_any_port(ep);
+    const bool any_port = binds_any_port(ep);
     if (any_port) {
       if (options_.rendezvous_dir.empty())
         throw Error("peer " + std::to_string(rank()), "endpoint " + ep + " uses port 0 but no rendezvous directory was given");
@@ -170,7 +167,7 @@ void ZmqTransport::comm_main(std::promise<std::string> bound) {
 bool ZmqTransport::connect(Link& link, int peer) {
   if (link.dealer) return true;
   std::string ep = options_.endpoints[peer];
-  if (is_any_port(ep)) {
+  if (binds_any_port(ep)) {
     std::ifstream in(rendezvous_path(options_.rendezvous_dir, peer));
     if (!(in >> ep)) {
       if (link.first_wait == Clock::time_point{}) link.first_wait = Clock::now();
