@@ -61,6 +61,7 @@ int run(int argc, char** argv) {
   flags.add_string("peer", "path of the gossip-peer binary", self_dir() + "/gossip-peer");
   flags.add_string("epochs", "passed on to every peer", std::nullopt);
   flags.add_string("device", "passed on to every peer", std::nullopt);
+  flags.add_bool("resume", "passed on: every peer continues from its newest common checkpoint");
   flags.add_bool("help", "print this help");
   flags.parse(argc, argv);
   if (flags.get_bool("help") || flags.positional().size() != 1) {
@@ -96,6 +97,7 @@ int run(int argc, char** argv) {
     if (!rendezvous.empty()) args.insert(args.end(), {"--rendezvous", rendezvous});
     for (const char* f : {"epochs", "device"})
       if (flags.has(f)) args.insert(args.end(), {std::string("--") + f, flags.get_string(f)});
+    if (flags.get_bool("resume")) args.push_back("--resume");
     // Between fork and exec the child still runs the launcher's signal handlers, which only set a
     // flag: a SIGTERM landing there would be lost. Block the signals across fork, reset them to
     // the default in the child, and unblock (pending ones then act) on both sides.

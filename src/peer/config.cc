@@ -328,6 +328,14 @@ RunConfig parse_config(const std::string& yaml_text, const std::string& file_nam
     sec.read_string("keys", cfg.keys_dir);
     sec.finish();
   }
+  if (top.has("checkpoint")) {
+    MapReader ck(top.get("checkpoint"), file_name, "checkpoint");
+    if (!ck.has("dir")) ck.fail(top.get("checkpoint"), "missing field 'dir' (where the checkpoints go)");
+    ck.read_string("dir", cfg.checkpoint_dir);
+    cfg.checkpoint_every = 100;
+    ck.read_number("every", cfg.checkpoint_every, 1, 1e9);
+    ck.finish();
+  }
   if (top.has("metrics")) {
     MapReader m(top.get("metrics"), file_name, "metrics");
     cfg.metrics_port = 0;

@@ -68,6 +68,8 @@ struct RunConfig {
   int metrics_port = -1;             // Prometheus /metrics: -1 off, 0 any free port, P: P + rank
   std::string metrics_host = "127.0.0.1";
   std::string keys_dir;              // CurveZMQ: peer-R.key / *.pub directory (empty = no encryption)
+  std::string checkpoint_dir;        // checkpoints go here (shared by the peers: files are per rank)
+  int checkpoint_every = 0;          // steps between checkpoints (0 = none)
   PeersConfig peers;
   topology::Graph topology;
   AlgorithmConfig algorithm;

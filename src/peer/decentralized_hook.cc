@@ -1,10 +1,12 @@
 #include "peer/decentralized_hook.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <iomanip>
 #include <sstream>
 
+#include "common/error.h"
 #include "common/log.h"
 
 namespace gossip::peer {
@@ -137,6 +139,42 @@ bool DecentralizedHook::finish(model::Mlp& model) {
   store_params(model);
   if (control_) control_->set_finished();
   return true;
+}
+
+}  // namespace gossip::peer
+
+namespace gossip::peer {
+
+// Push-sum's numerator, then its weight as the two halves of the double (kept exact).
+std::vector<float> DecentralizedHook::save_state() {
+  if (!push_sum_ || !push_sum_started_) return {};
+  std::vector<float> s = push_sum_->numerator();
+  const double w = push_sum_->weight();
+  float halves[2];
+  std::memcpy(halves, &w, sizeof(w));
+  s.insert(s.end(), halves, halves + 2);
+  return s;
+}
+
+void DecentralizedHook::restore_state(const std::vector<float>& state) {
+  if (!push_sum_ || state.empty()) return;
+  if (state.size() != floats_ + 2)
+    throw Error("peer " + std::to_string(t_->rank()), "checkpoint's push-sum state has " + std::to_string(state.size()) +
+                                                          " floats, expected " + std::to_string(floats_ + 2));
+  double w;
+  std::memcpy(&w, state.data() + floats_, sizeof(w));
+  push_sum_->init(state.data());
+  push_sum_->set_state(state.data(), w);
+  push_sum_started_ = true;
+}
+
+int64_t DecentralizedHook::agree_min(int64_t value) {
+  std::vector<float> v(t_->size(), 0.0f);
+  v[t_->rank()] = static_cast<float>(value + 1);  // exact: value < 2^24
+  allreduce_.sum(v.data(), v.size());
+  int64_t m = static_cast<int64_t>(v[0]) - 1;
+  for (float f : v) m = std::min(m, static_cast<int64_t>(f) - 1);
+  return m;
 }
 
 }  // namespace gossip::peer

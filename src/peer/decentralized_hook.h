@@ -32,11 +32,16 @@ class DecentralizedHook final : public StepHook {
   std::string log_extra(int64_t step, model::Mlp& model) override;
   void progress(int64_t step, model::Mlp& model, double loss, double accuracy, double samples_per_s) override;
   bool finish(model::Mlp& model) override;
+  std::vector<float> save_state() override;
+  void restore_state(const std::vector<float>& state) override;
   // Publishes round, progress and snapshots on the control channel (`control` outlives the hook).
   void set_control(ControlState* control) { control_ = control; }
 
   // Collective: every peer must call it at the same point. x is this peer's (de-biased) model.
   Consensus consensus(const float* x);
+  // Collective: the smallest of every peer's `value` (−1 ≤ value < 2^24), e.g. the newest
+  // checkpoint step that every peer has.
+  int64_t agree_min(int64_t value);
 
  private:
   float* host_params(model::Mlp& model);     // the model's buffer on the host (downloads for CUDA)

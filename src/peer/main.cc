@@ -9,14 +9,39 @@
 #include "common/flags.h"
 #include "common/log.h"
 #include "kernels/backend.h"
+#include "peer/checkpoint.h"
 #include "peer/config.h"
 #include "peer/curve_keys.h"
 #include "peer/decentralized_hook.h"
 #include "peer/metrics_server.h"
 #include "peer/trainer.h"
+#include "peer/wire_format.h"
 #include "peer/zmq_transport.h"
 
 namespace {
+
+// Loads the newest checkpoint that every peer of the run has (agreed among them, so they restart
+// at the same step) into the trainer.
+void resume(const gossip::peer::RunConfig& cfg, int rank, gossip::peer::Trainer& trainer,
+            gossip::peer::DecentralizedHook* hook) {
+  using namespace gossip::peer;
+  const std::string who = "peer " + std::to_string(rank);
+  if (cfg.checkpoint_dir.empty()) throw gossip::Error(cfg.file, "--resume needs a 'checkpoint: {dir: ...}' section");
+  std::optional<Checkpoint> c = newest_checkpoint(cfg.checkpoint_dir, rank);
+  const int64_t mine = c ? c->step : -1;
+  const int64_t common = hook ? hook->agree_min(mine) : mine;
+  if (common < 0)
+    throw gossip::Error(who, std::string("cannot resume: ") + (c ? "another peer has" : "this peer has") +
+                                 " no intact checkpoint in " + cfg.checkpoint_dir);
+  std::string path = checkpoint_path(cfg.checkpoint_dir, rank, common);
+  if (common != mine) {  // another peer is behind: go back to the step it has
+    std::string problem;
+    c = read_checkpoint(path, &problem);
+    if (!c) throw gossip::Error(path, "the peers' newest common checkpoint is step " + std::to_string(common) +
+                                          ", but this file is " + problem);
+  }
+  trainer.restore(*c, path);
+}
 
 int run(int argc, char** argv) {
   gossip::Flags flags("gossip-peer");
@@ -25,6 +50,7 @@ int run(int argc, char** argv) {
   flags.add_string("device", "override the YAML's device: auto, cpu or cuda", std::nullopt);
   flags.add_string("epochs", "override optimizer.epochs", std::nullopt);
   flags.add_string("rendezvous", "directory where peers bound to port 0 publish their endpoints", std::nullopt);
+  flags.add_bool("resume", "continue from the newest checkpoint every peer has (checkpoint.dir)");
   flags.add_bool("help", "print this help");
   flags.parse(argc, argv);
   if (flags.get_bool("help")) {
@@ -100,12 +126,17 @@ int run(int argc, char** argv) {
       gossip::log("metrics on http://", cfg.metrics_host, ":", metrics->port(), "/metrics");
     }
   }
+  if (flags.get_bool("resume")) resume(cfg, rank, *trainer, hook.get());
   gossip::peer::TrainResult r = trainer->run();
   std::ostringstream out;
   out << std::fixed << std::setprecision(4) << "final: peer " << rank << " test_acc " << r.test.accuracy
       << " test_loss " << r.test.loss;
   if (r.averaged) out << " averaged_model_test_acc " << r.averaged->accuracy;
   out << " samples/s " << std::setprecision(0) << r.samples_per_s;
+  {  // identifies the final model exactly (reproducibility checks, resume tests)
+    const std::vector<float> p = trainer->model().download_params();
+    out << " params_crc " << std::hex << gossip::peer::crc32c(p.data(), p.size() * sizeof(float)) << std::dec;
+  }
   if (transport) {
     const auto s = transport->stats();
     out << std::setprecision(1) << " sent_MB " << s.bytes_sent / 1e6 << " received_MB " << s.bytes_received / 1e6

@@ -34,7 +34,7 @@ constexpr int kEvalBatch = 1024;  // rows per evaluation batch
 }  // namespace
 
 Trainer::Trainer(const RunConfig& config, int rank, int n, StepHook* hook)
-    : config_(config), rank_(rank), hook_(hook) {
+    : config_(config), rank_(rank), n_(n), hook_(hook) {
   data_ = load_data(config.data, config.seed);
   const uint64_t shard_seed = config.seed * 0x9E3779B97F4A7C15ull + 17;
   shard_ = config.data.sharding == "dirichlet"
@@ -62,7 +62,7 @@ Trainer::Trainer(const RunConfig& config, int rank, int n, StepHook* hook)
   cursor_ = shard_.size();  // forces a shuffle before the first batch
 }
 
-void Trainer::next_batch() {
+void Trainer::next_batch(bool gather) {
   const int batch = config_.train.batch;
   for (int filled = 0; filled < batch;) {
     if (cursor_ >= shard_.size()) {
@@ -71,11 +71,43 @@ void Trainer::next_batch() {
       cursor_ = 0;
     }
     const int take = static_cast<int>(std::min<size_t>(batch - filled, shard_.size() - cursor_));
-    data_.train.gather(shard_, cursor_, take, batch_x_.data() + size_t(filled) * data_.train.cols,
-                       batch_y_.data() + filled);
+    if (gather)
+      data_.train.gather(shard_, cursor_, take, batch_x_.data() + size_t(filled) * data_.train.cols,
+                         batch_y_.data() + filled);
     cursor_ += take;
     filled += take;
   }
+}
+
+void Trainer::restore(const Checkpoint& c, const std::string& source) {
+  const size_t n = model_->num_params();
+  if (c.params.size() != n || c.velocity.size() != n)
+    throw Error(source, "checkpoint holds " + std::to_string(c.params.size()) + " parameters, this model has " +
+                            std::to_string(n) + ": another model shape");
+  if (c.rank != rank_ || c.peers != n_)
+    throw Error(source, "checkpoint is of peer " + std::to_string(c.rank) + " of " + std::to_string(c.peers) +
+                            ", this is peer " + std::to_string(rank_) + " of " + std::to_string(n_));
+  if (c.step < 0 || c.step > total_steps_)
+    throw Error(source, "checkpoint is at step " + std::to_string(c.step) + ", outside this run's " +
+                            std::to_string(total_steps_) + " steps");
+  model_->upload_params(c.params);
+  backend_->upload(sgd_->velocity(), c.velocity.data(), n * sizeof(float));
+  if (hook_) hook_->restore_state(c.extra);
+  for (int64_t s = 0; s < c.step; ++s) next_batch(false);
+  start_step_ = c.step;
+  log("peer ", rank_, ": resumed from ", source, " at step ", c.step);
+}
+
+void Trainer::save_checkpoint(int64_t steps_done) {
+  Checkpoint c;
+  c.step = steps_done;
+  c.rank = rank_;
+  c.peers = n_;
+  c.params = model_->download_params();
+  c.velocity.resize(model_->num_params());
+  backend_->download(c.velocity.data(), sgd_->velocity(), c.velocity.size() * sizeof(float));
+  if (hook_) c.extra = hook_->save_state();
+  write_checkpoint(config_.checkpoint_dir, c);
 }
 
 EvalResult Trainer::evaluate(const model::Dataset& data) {
@@ -102,7 +134,7 @@ TrainResult Trainer::run() {
   auto start = Clock::now(), interval_start = start;
   log("peer ", rank_, ": ", model_->num_params(), " parameters, ", shard_.size(), " training rows, ",
       total_steps_, " steps (", steps_per_epoch_, " per epoch), backend ", backend_->name());
-  for (int64_t step = 0; step < total_steps_; ++step) {
+  for (int64_t step = start_step_; step < total_steps_; ++step) {
     next_batch();
     if (hook_) hook_->before_step(step, *model_);
     model::BatchStats s = model_->train_batch(batch_x_.data(), batch_y_.data(), batch);
@@ -134,11 +166,12 @@ TrainResult Trainer::run() {
       interval_correct = interval_count = 0;
       interval_start = Clock::now();
     }
+    if (config_.checkpoint_every > 0 && (step + 1) % config_.checkpoint_every == 0 && !last) save_checkpoint(step + 1);
   }
   backend_->synchronize();
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  result.steps = total_steps_;
-  result.samples_per_s = total_steps_ * batch / std::max(secs, 1e-9);
+  result.steps = total_steps_ - start_step_;
+  result.samples_per_s = result.steps * batch / std::max(secs, 1e-9);
   result.test = evaluate(data_.test);
   if (hook_ && hook_->finish(*model_)) result.averaged = evaluate(data_.test);
   return result;

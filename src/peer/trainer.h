@@ -11,6 +11,7 @@
 #include "model/dataset.h"
 #include "model/mlp.h"
 #include "model/optimizer.h"
+#include "peer/checkpoint.h"
 #include "peer/config.h"
 
 namespace gossip::peer {
@@ -31,6 +32,9 @@ class StepHook {
   // After the last step and the evaluation of this peer's own model; returns true when it replaced
   // the model by the global average (which is then evaluated too).
   virtual bool finish(model::Mlp& /*model*/) { return false; }
+  // The algorithm's own state, saved in checkpoints (push-sum: numerator and weight).
+  virtual std::vector<float> save_state() { return {}; }
+  virtual void restore_state(const std::vector<float>& /*state*/) {}
 };
 
 struct EvalResult {
@@ -55,16 +59,22 @@ class Trainer {
   // Installs the communication hook (after construction, once the model size is known).
   void set_hook(StepHook* hook) { hook_ = hook; }
   EvalResult evaluate(const model::Dataset& data);
+  // Continues from checkpoint `c`: its step, model, optimiser, algorithm state and data position
+  // (replayed, so the run goes on exactly as if it had not stopped). `source` names it in errors.
+  void restore(const Checkpoint& c, const std::string& source);
 
   model::Mlp& model() { return *model_; }
   const model::TrainTest& data() const { return data_; }
   int64_t total_steps() const { return total_steps_; }
 
  private:
-  void next_batch();
+  void next_batch(bool gather = true);  // gather = false only advances the data position
+  void save_checkpoint(int64_t steps_done);
 
   RunConfig config_;
   int rank_;
+  int n_;
+  int64_t start_step_ = 0;
   StepHook* hook_;  // owned by the caller, outlives the trainer
   model::TrainTest data_;
   std::vector<int64_t> shard_;

@@ -1,0 +1,37 @@
+// Durable per-peer checkpoints: model, optimiser state, algorithm state, step and membership.
+// A checkpoint is written to a temporary file, fsync'ed, renamed over its final name and the
+// directory fsync'ed, so a peer killed at any moment leaves every earlier checkpoint intact; the
+// newest `kKeep` are kept. Files are dir/peer-R.step-S.ckpt; each carries a CRC32C of its bytes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gossip::peer {
+
+struct Checkpoint {
+  int64_t step = 0;       // steps completed
+  uint32_t epoch = 0;     // membership epoch at that step
+  int rank = 0;           // this peer's rank in that membership
+  int peers = 0;          // number of peers in it
+  std::vector<float> params;    // the model's parameter buffer
+  std::vector<float> velocity;  // the optimiser's momentum buffer
+  std::vector<float> extra;     // the algorithm's state (push-sum: numerator, then the weight)
+};
+
+inline constexpr int kCheckpointsKept = 2;
+
+std::string checkpoint_path(const std::string& dir, int rank, int64_t step);
+// Writes `c` durably (see above) and deletes this peer's checkpoints older than the newest kept.
+// Throws gossip::Error naming the file on any I/O failure.
+void write_checkpoint(const std::string& dir, const Checkpoint& c);
+// Steps of this peer's checkpoint files in `dir`, newest first (not yet verified).
+std::vector<int64_t> list_checkpoints(const std::string& dir, int rank);
+// Reads and verifies one file; nullopt with *problem set when it is missing, short or damaged.
+std::optional<Checkpoint> read_checkpoint(const std::string& path, std::string* problem);
+// The newest intact checkpoint of `rank` in `dir` (damaged ones are logged and skipped).
+std::optional<Checkpoint> newest_checkpoint(const std::string& dir, int rank);
+
+}  // namespace gossip::peer
