@@ -162,7 +162,9 @@ int run(int argc, char** argv) {
         who[i]->fd = -1;
       }
     }
-    // Reap whoever exited; one failure stops the rest, who would otherwise wait for it.
+    // Reap whoever exited. A peer that fails with an error code (a bad config, a bind failure)
+    // stops the rest; one killed by a signal is a crash the others survive (elastic membership),
+    // so they carry on and the launcher only reports it.
     for (auto& c : children) {
       if (!c.running) continue;
       if (::waitpid(c.pid, &c.status, WNOHANG) == c.pid) {
@@ -172,7 +174,7 @@ int run(int argc, char** argv) {
           ++failed;
           std::printf("gossip-launch: peer %d failed (%s %d)\n", c.rank, WIFEXITED(c.status) ? "exit code" : "signal",
                       WIFEXITED(c.status) ? WEXITSTATUS(c.status) : WTERMSIG(c.status));
-          if (!stopping) {
+          if (!stopping && WIFEXITED(c.status)) {
             std::printf("gossip-launch: stopping the other peers\n");
             stop_all(SIGTERM);
             stopping = true;

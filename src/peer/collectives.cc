@@ -72,7 +72,8 @@ void send_vector(Transport& t, const std::vector<int>& peers, const VectorRef& r
     const size_t c = std::min(chunk_floats, count - done);
     OutMessage m;
     m.header.kind = static_cast<uint16_t>(ref.kind);
-    m.header.sender = static_cast<uint32_t>(t.rank());
+    m.header.sender = t.sender_id();
+    m.header.epoch = t.epoch();
     m.header.round = ref.round;
     m.header.tag = ref.tag;
     m.header.total_floats = total;

@@ -201,6 +201,8 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
     r.read("overlap", a.overlap, "true or false");
     r.read_number("max_staleness", a.max_staleness, 0, 1000);
     r.read_number("timeout_s", a.timeout_s, 0.1, 86400);
+    r.read_number("heartbeat_s", a.heartbeat_s, 0, 60);
+    r.read_number("dead_after_s", a.dead_after_s, 0.1, 86400);
     r.read_number("chunk_bytes", a.chunk_bytes, 4096, 1 << 30);
     r.finish();
   }

@@ -34,6 +34,8 @@ struct AlgorithmConfig {
   bool overlap = false;               // push-sum: communicate while the next step computes
   int max_staleness = 2;              // overlap: rounds a neighbour's message may lag before we wait
   double timeout_s = 60;              // a neighbour silent this long is reported as dead
+  double heartbeat_s = 0.25;          // every member gets a heartbeat this often
+  double dead_after_s = 3;            // a member with no heartbeat this long is removed from the run
   int64_t chunk_bytes = 1 << 20;      // payload frames are at most this large
 };
 

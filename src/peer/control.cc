@@ -66,6 +66,13 @@ void ControlState::set_round(int64_t completed_steps) {
   round_ = completed_steps;
 }
 
+void ControlState::set_view(int rank, int n, uint32_t epoch) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  info_.rank = rank;
+  info_.n = n;
+  epoch_ = epoch;
+}
+
 void ControlState::set_progress(double loss, double train_accuracy, double samples_per_s, double param_norm) {
   std::lock_guard<std::mutex> lock(mutex_);
   loss_ = loss;
@@ -112,7 +119,7 @@ std::string ControlState::status_json() {
   std::ostringstream out;
   out << "{\"id\": " << info_.rank << ", \"rank\": " << info_.rank << ", \"round\": " << round_
       << ", \"total_steps\": " << info_.total_steps << ", \"finished\": " << (finished_ ? "true" : "false")
-      << ", \"epoch\": 0, \"algorithm\": " << quote(info_.algorithm)
+      << ", \"epoch\": " << epoch_ << ", \"algorithm\": " << quote(info_.algorithm)
       << ", \"topology\": " << quote(topology::kind_name(info_.graph.kind)) << ", \"num_params\": " << info_.num_params
       << ", \"members\": [";
   for (int i = 0; i < info_.n; ++i) out << (i ? ", " : "") << quote(transport_ ? transport_->endpoint_of(i) : "?");
@@ -145,7 +152,7 @@ std::string ControlState::prometheus_text() {
   metric("gossip_round", "gauge", "Training steps completed.", static_cast<double>(round_));
   metric("gossip_total_steps", "gauge", "Steps this run will take.", static_cast<double>(info_.total_steps));
   metric("gossip_peers", "gauge", "Members of the run.", info_.n);
-  metric("gossip_membership_epoch", "gauge", "Membership epoch.", 0);
+  metric("gossip_membership_epoch", "gauge", "Membership epoch.", epoch_);
   metric("gossip_loss", "gauge", "Mean training loss over the last progress interval.", loss_);
   metric("gossip_train_accuracy", "gauge", "Training accuracy over the last progress interval.", accuracy_);
   metric("gossip_samples_per_second", "gauge", "Training throughput over the last progress interval.", samples_per_s_);

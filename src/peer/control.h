@@ -47,6 +47,8 @@ class ControlState final : public ControlHandler {
 
   // Training thread.
   void set_round(int64_t completed_steps);
+  // After a membership change: this peer's rank, the member count and the epoch.
+  void set_view(int rank, int n, uint32_t epoch);
   void set_progress(double loss, double train_accuracy, double samples_per_s, double param_norm);
   // True when some request wants the model as it is after `completed_steps` steps.
   bool snapshot_due(int64_t completed_steps);
@@ -70,7 +72,8 @@ class ControlState final : public ControlHandler {
   ControlInfo info_;
   const Transport* transport_;
   std::mutex mutex_;
-  int64_t round_ = 0;                // guarded by mutex_, as is everything below
+  int64_t round_ = 0;                // guarded by mutex_, as is everything below (and info_.rank, .n)
+  uint32_t epoch_ = 0;
   bool finished_ = false;
   double loss_ = 0, accuracy_ = 0, samples_per_s_ = 0, param_norm_ = 0;
   std::map<Key, bool> wanted_;       // requested, not captured yet

@@ -8,16 +8,18 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "peer/membership.h"
 
 namespace gossip::peer {
 
-DecentralizedHook::DecentralizedHook(const RunConfig& config, Transport& transport, size_t floats)
+DecentralizedHook::DecentralizedHook(const RunConfig& config, Transport& transport, size_t floats, Membership* membership)
     : algo_(config.algorithm),
       consensus_every_(config.consensus_every),
       log_every_(config.log_every),
       t_(&transport),
       floats_(floats),
-      allreduce_(transport, static_cast<size_t>(config.algorithm.chunk_bytes) / sizeof(float), config.algorithm.timeout_s) {
+      allreduce_(transport, static_cast<size_t>(config.algorithm.chunk_bytes) / sizeof(float), config.algorithm.timeout_s),
+      membership_(membership) {
   const size_t chunk = static_cast<size_t>(algo_.chunk_bytes) / sizeof(float);
   if (algo_.kind == Algorithm::kGossip)
     gossip_.emplace(transport, config.topology, floats, chunk, algo_.timeout_s);
@@ -45,7 +47,14 @@ void DecentralizedHook::before_step(int64_t, model::Mlp& model) {
 
 void DecentralizedHook::global_average(float* x) {
   if (!push_sum_) {
-    allreduce_.average(x, floats_);
+    if (!membership_) {
+      allreduce_.average(x, floats_);
+      return;
+    }
+    // Elastic: on a copy, so an all-reduce abandoned half-way leaves the model intact.
+    scratch_.assign(x, x + floats_);
+    allreduce_.average(scratch_.data(), floats_);
+    std::copy(scratch_.begin(), scratch_.end(), x);
     return;
   }
   // Push-sum: average numerators and weights together, so every peer ends at Σx / Σw.
@@ -58,7 +67,22 @@ void DecentralizedHook::global_average(float* x) {
   for (size_t i = 0; i < floats_; ++i) x[i] = scratch_[i] * inv;
 }
 
-void DecentralizedHook::after_step(int64_t step, model::Mlp& model) {
+template <class F>
+bool DecentralizedHook::guarded(int64_t round, model::Mlp& model, F&& f) {
+  if (!membership_) {
+    f();
+    return true;
+  }
+  try {
+    f();
+    return true;
+  } catch (const MembershipInterrupt&) {
+    change_view(round, model);
+    return false;
+  }
+}
+
+void DecentralizedHook::mix(int64_t step, model::Mlp& model) {
   float* x = host_params(model);
   const int h = algo_.global_average_every;
   if (h > 0 && (step + 1) % h == 0) {
@@ -69,30 +93,86 @@ void DecentralizedHook::after_step(int64_t step, model::Mlp& model) {
       if (spare_.size() != floats_) spare_ = kernels::DeviceArray<float>(model.backend(), floats_);
       gossip_->step(static_cast<uint64_t>(step), x, spare_.get());
       model.swap_params(spare_);
-      x = model.params();
     } else {
       host_out_.resize(floats_);
       gossip_->step(static_cast<uint64_t>(step), x, host_out_.data());
       host_.swap(host_out_);
-      x = host_.data();
     }
   } else if (push_sum_) {
     push_sum_->step(static_cast<uint64_t>(step), x);
   }
   store_params(model);
+}
+
+void DecentralizedHook::after_step(int64_t step, model::Mlp& model) {
+  if (leave_flag_ && leave_flag_->load() && membership_) {
+    membership_->announce_leave(step);
+    left_ = true;
+    return;
+  }
+  for (;;) {
+    if (membership_ && membership_->pending()) change_view(step, model);
+    if (step < resume_round_) break;  // a view change skipped this round: local step only
+    if (guarded(step, model, [&] { mix(step, model); })) break;
+  }
+  const float* x = host_params(model);
   if (control_) {
     control_->set_round(step + 1);
     if (control_->snapshot_due(step + 1)) control_->capture(step + 1, x, floats_);
   }
-  if (consensus_every_ > 0 && (step + 1) % consensus_every_ == 0 && (step + 1) % log_every_ != 0) {
-    Consensus c = consensus(x);
-    if (t_->rank() == 0) {
-      std::ostringstream line;
-      line << std::scientific << std::setprecision(4) << "consensus step " << step + 1 << " xi " << c.distance
-           << " rel " << c.relative();
-      log(line.str());
-    }
+  if (consensus_every_ > 0 && (step + 1) % consensus_every_ == 0 && (step + 1) % log_every_ != 0 &&
+      step >= resume_round_) {
+    guarded(step + 1, model, [&] {
+      Consensus c = consensus(x);
+      if (t_->rank() == 0) {
+        std::ostringstream line;
+        line << std::scientific << std::setprecision(4) << "consensus step " << step + 1 << " xi " << c.distance
+             << " rel " << c.relative();
+        log(line.str());
+      }
+    });
   }
+}
+
+void DecentralizedHook::change_view(int64_t round, model::Mlp& model) {
+  std::optional<ViewChange> change = membership_->agree(round);
+  if (!change) return;
+  resume_round_ = std::max(resume_round_, change->resume_round);
+  reshard_ = true;
+  allreduce_ = RingAllReduce(*t_, static_cast<size_t>(algo_.chunk_bytes) / sizeof(float), algo_.timeout_s);
+  float* x = host_params(model);
+  if (push_sum_ && push_sum_started_) {
+    push_sum_->drain_discard();
+    push_sum_->init(x);  // the weight rule: (x, w) ← (x/w, 1), de-biased model unchanged
+  }
+  if (control_) control_->set_view(t_->rank(), t_->size(), change->view.epoch);
+  for (const JoinRequest& j : change->welcome) {
+    membership_->send_welcome(*change, j, total_steps_);
+    const int joiner = change->view.rank_of(change->view.members.back().id);
+    int rank = joiner;
+    for (size_t i = 0; i < change->view.members.size(); ++i)
+      if (change->view.members[i].endpoint == j.endpoint) rank = static_cast<int>(i);
+    // The joiner starts from this peer's current model; it arrives before any round-R message.
+    auto copy = std::make_shared<std::vector<float>>(x, x + floats_);
+    send_vector(*t_, rank, {MessageKind::kModel, static_cast<uint64_t>(change->resume_round), 0}, copy->data(), copy,
+                0, floats_, floats_, 0, static_cast<size_t>(algo_.chunk_bytes) / sizeof(float));
+  }
+}
+
+void DecentralizedHook::receive_start_model(model::Mlp& model, int contact_rank, int64_t round) {
+  float* x = host_params(model);
+  const Received r = receive_vector(*t_, contact_rank, {MessageKind::kModel, static_cast<uint64_t>(round), 0}, 0, floats_,
+                                    algo_.timeout_s, [x](size_t i, const float* v, size_t c) { std::copy(v, v + c, x + i); });
+  if (!r.finite) throw Error("gossip-peer", "the model sent by " + t_->describe(contact_rank) + " holds NaN or Inf");
+  store_params(model);
+}
+
+bool DecentralizedHook::view_changed(int* rank, int* n) {
+  if (!reshard_) return false;
+  reshard_ = false;
+  *rank = t_->rank();
+  *n = t_->size();
+  return true;
 }
 
 Consensus DecentralizedHook::consensus(const float* x) {
@@ -110,11 +190,14 @@ Consensus DecentralizedHook::consensus(const float* x) {
 }
 
 std::string DecentralizedHook::log_extra(int64_t step, model::Mlp& model) {
-  Consensus c = consensus(host_params(model));
+  if (step < resume_round_) return "";
+  Consensus c;
+  if (!guarded(step + 1, model, [&] { c = consensus(host_params(model)); })) return " (membership changed)";
   const TransportStats s = t_->stats();
   std::ostringstream out;
   out << std::scientific << std::setprecision(3) << " consensus " << c.distance << " rel " << c.relative()
       << std::fixed << std::setprecision(1) << " sent_MB " << s.bytes_sent / 1e6 << " wait_s " << s.wait_seconds;
+  if (membership_) out << " peers " << t_->size();
   if (consensus_every_ > 0 && (step + 1) % consensus_every_ == 0 && t_->rank() == 0) {
     std::ostringstream line;
     line << std::scientific << std::setprecision(4) << "consensus step " << step + 1 << " xi " << c.distance
@@ -133,10 +216,17 @@ void DecentralizedHook::progress(int64_t, model::Mlp& model, double loss, double
 }
 
 bool DecentralizedHook::finish(model::Mlp& model) {
-  float* x = host_params(model);
-  if (push_sum_) push_sum_->drain(x);
-  global_average(x);
-  store_params(model);
+  if (left_) return false;  // left the run: its own model is its result
+  for (;;) {
+    if (membership_ && membership_->pending()) change_view(total_steps_, model);
+    const bool done = guarded(total_steps_, model, [&] {
+      float* x = host_params(model);
+      if (push_sum_) push_sum_->drain(x);
+      global_average(x);
+      store_params(model);
+    });
+    if (done) break;
+  }
   if (control_) control_->set_finished();
   return true;
 }

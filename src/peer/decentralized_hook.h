@@ -4,6 +4,7 @@
 // Ξ = (1/n)·Σ‖x_i − x̄‖² on request, and at the end it averages the models.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -23,15 +24,30 @@ struct Consensus {
   double relative() const { return mean_norm2 > 0 ? distance / mean_norm2 : 0; }
 };
 
+class Membership;
+struct ViewChange;
+
 class DecentralizedHook final : public StepHook {
  public:
-  DecentralizedHook(const RunConfig& config, Transport& transport, size_t floats);
+  // `membership` (may be null: a fixed set of peers) runs view changes whenever one is pending;
+  // `transport` is then the ViewTransport it updates.
+  DecentralizedHook(const RunConfig& config, Transport& transport, size_t floats, Membership* membership = nullptr);
 
   void before_step(int64_t step, model::Mlp& model) override;
   void after_step(int64_t step, model::Mlp& model) override;
   std::string log_extra(int64_t step, model::Mlp& model) override;
   void progress(int64_t step, model::Mlp& model, double loss, double accuracy, double samples_per_s) override;
   bool finish(model::Mlp& model) override;
+  bool view_changed(int* rank, int* n) override;
+  bool stop_requested() override { return left_; }
+  // Graceful leave: at the next step this peer tells the others and stops (any thread may set it).
+  void set_leave_flag(const std::atomic<bool>* flag) { leave_flag_ = flag; }
+  // A joiner: the first round it communicates in, and the run's length (for the welcomes it
+  // sends itself later).
+  void start_at(int64_t round) { resume_round_ = round; }
+  void set_total_steps(int64_t total) { total_steps_ = total; }
+  // A joiner: receives the model its contact sends for round `round` into `model`.
+  void receive_start_model(model::Mlp& model, int contact_rank, int64_t round);
   std::vector<float> save_state() override;
   void restore_state(const std::vector<float>& state) override;
   // Publishes round, progress and snapshots on the control channel (`control` outlives the hook).
@@ -47,6 +63,13 @@ class DecentralizedHook final : public StepHook {
   float* host_params(model::Mlp& model);     // the model's buffer on the host (downloads for CUDA)
   void store_params(model::Mlp& model);      // uploads host_ back when the model is on a device
   void global_average(float* x);
+  void mix(int64_t step, model::Mlp& model);
+  // Runs a view change (`round`: the next round this peer would communicate in) and adapts the
+  // algorithms to the new view.
+  void change_view(int64_t round, model::Mlp& model);
+  // Runs `f`; when a membership change interrupts it, takes part in the change and returns false.
+  template <class F>
+  bool guarded(int64_t round, model::Mlp& model, F&& f);
 
   AlgorithmConfig algo_;
   int consensus_every_;
@@ -58,6 +81,12 @@ class DecentralizedHook final : public StepHook {
   std::optional<PushSumStep> push_sum_;
   bool push_sum_started_ = false;
   ControlState* control_ = nullptr;
+  Membership* membership_;
+  const std::atomic<bool>* leave_flag_ = nullptr;
+  bool left_ = false;
+  int64_t resume_round_ = 0;  // rounds before it are trained locally (a view change skipped them)
+  int64_t total_steps_ = 0;
+  bool reshard_ = false;
   std::vector<float> host_;      // host copy of the parameters for device backends
   std::vector<float> host_out_;  // gossip output for device backends
   kernels::DeviceArray<float> spare_;  // host backends: the buffer a gossip step mixes into

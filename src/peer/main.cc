@@ -1,4 +1,8 @@
 // gossip-peer: one peer of a decentralized training run.
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -13,12 +17,16 @@
 #include "peer/config.h"
 #include "peer/curve_keys.h"
 #include "peer/decentralized_hook.h"
+#include "peer/membership.h"
 #include "peer/metrics_server.h"
 #include "peer/trainer.h"
 #include "peer/wire_format.h"
 #include "peer/zmq_transport.h"
 
 namespace {
+
+std::atomic<bool> g_leave{false};  // SIGTERM: leave the run gracefully at the next step
+void on_sigterm(int) { g_leave = true; }
 
 // Loads the newest checkpoint that every peer of the run has (agreed among them, so they restart
 // at the same step) into the trainer.
@@ -50,6 +58,8 @@ int run(int argc, char** argv) {
   flags.add_string("device", "override the YAML's device: auto, cpu or cuda", std::nullopt);
   flags.add_string("epochs", "override optimizer.epochs", std::nullopt);
   flags.add_string("rendezvous", "directory where peers bound to port 0 publish their endpoints", std::nullopt);
+  flags.add_string("join", "join a running run through this live peer's endpoint (tcp://HOST:PORT)", std::nullopt);
+  flags.add_string("bind", "with --join: this peer's own endpoint", "tcp://127.0.0.1:0");
   flags.add_bool("resume", "continue from the newest checkpoint every peer has (checkpoint.dir)");
   flags.add_bool("help", "print this help");
   flags.parse(argc, argv);
@@ -61,8 +71,14 @@ int run(int argc, char** argv) {
   gossip::peer::RunConfig cfg = gossip::peer::load_config(flags.get_string("config"));
   if (flags.has("device")) cfg.device = flags.get_string("device");
   if (flags.has("epochs")) cfg.train.epochs = flags.get_double("epochs");
+  const bool joining = flags.has("join");
   int rank = 0;
-  if (flags.has("rank")) {
+  if (joining) {
+    if (flags.has("rank") || flags.get_bool("resume"))
+      throw gossip::Error("gossip-peer", "--join takes neither --rank nor --resume: the run assigns the joiner its place");
+    if (flags.get_string("join").rfind("tcp://", 0) != 0 || flags.get_string("bind").rfind("tcp://", 0) != 0)
+      throw gossip::Error("gossip-peer", "--join and --bind need tcp:// endpoints");
+  } else if (flags.has("rank")) {
     rank = static_cast<int>(flags.get_int("rank"));
   } else if (const char* r = std::getenv("SLURM_PROCID")) {
     rank = std::atoi(r);
@@ -73,7 +89,7 @@ int run(int argc, char** argv) {
   if (rank < 0 || rank >= n)
     throw gossip::Error("gossip-peer", "rank " + std::to_string(rank) + " is outside 0.." + std::to_string(n - 1) +
                                            " (" + cfg.file + " lists " + std::to_string(n) + " peers)");
-  gossip::set_log_prefix("[peer " + std::to_string(rank) + "] ");
+  gossip::set_log_prefix(joining ? "[joiner] " : "[peer " + std::to_string(rank) + "] ");
   // Peers are the parallelism: several BLAS thread pools on one host would only fight.
   gossip::kernels::set_cpu_threads(cfg.threads > 0 ? cfg.threads : (n > 1 ? 1 : 0));
   using gossip::peer::Algorithm;
@@ -86,16 +102,23 @@ int run(int argc, char** argv) {
   std::unique_ptr<gossip::peer::ControlState> control;
   std::unique_ptr<gossip::peer::Trainer> trainer;
   std::unique_ptr<gossip::peer::ZmqTransport> transport;
+  std::unique_ptr<gossip::peer::ViewTransport> view;
+  std::unique_ptr<gossip::peer::Membership> membership;
   std::unique_ptr<gossip::peer::DecentralizedHook> hook;
   std::unique_ptr<gossip::peer::MetricsServer> metrics;  // declared last: stopped first
   if (cfg.algorithm.kind != Algorithm::kNone && n > 1) {
     gossip::peer::tune_allocator_for_large_messages();
     gossip::peer::ZmqTransportOptions opt;
-    opt.rank = rank;
-    for (const auto& p : cfg.peers.list) opt.endpoints.push_back(p.endpoint);
+    opt.rank = joining ? -1 : rank;
+    if (joining) opt.bind = flags.get_string("bind");
+    else for (const auto& p : cfg.peers.list) opt.endpoints.push_back(p.endpoint);
+    opt.heartbeat_interval_s = cfg.algorithm.heartbeat_s;
+    opt.heartbeat_timeout_s = cfg.algorithm.dead_after_s;
     if (flags.has("rendezvous")) opt.rendezvous_dir = flags.get_string("rendezvous");
     opt.max_chunk_bytes = static_cast<size_t>(cfg.algorithm.chunk_bytes);
     opt.connect_timeout_s = cfg.algorithm.timeout_s;
+    if (!cfg.keys_dir.empty() && joining)
+      throw gossip::Error(cfg.file, "joining a run with 'security' is not supported yet (the members would need the joiner's key)");
     if (!cfg.keys_dir.empty()) {  // CurveZMQ on every socket, allow-list = every *.pub there
       const gossip::peer::KeyPair own = gossip::peer::read_keypair(cfg.keys_dir + "/peer-" + std::to_string(rank) + ".key");
       opt.curve_public = own.public_key;
@@ -109,13 +132,40 @@ int run(int argc, char** argv) {
     gossip::log("bound ", transport->bound_endpoint(), ", algorithm ", gossip::peer::algorithm_name(cfg.algorithm.kind),
                 ", topology ", gossip::topology::kind_name(cfg.topology.kind), ", ", n, " peers");
   }
-  trainer = std::make_unique<gossip::peer::Trainer>(cfg, rank, n, nullptr);
+  trainer = std::make_unique<gossip::peer::Trainer>(cfg, joining ? 0 : rank, joining ? 1 : n, nullptr);
   if (transport) {
     transport->set_max_total_floats(trainer->model().num_params() + 16);
-    hook = std::make_unique<gossip::peer::DecentralizedHook>(cfg, *transport, trainer->model().num_params());
-    gossip::peer::ControlInfo info{rank, n, trainer->total_steps(), gossip::peer::algorithm_name(cfg.algorithm.kind),
+    gossip::peer::View initial;
+    for (const auto& p : cfg.peers.list) initial.members.push_back({p.id, p.endpoint});
+    initial.next_id = n;
+    std::optional<gossip::peer::Welcome> welcome;
+    const auto join_started = std::chrono::steady_clock::now();
+    if (joining) {
+      welcome = gossip::peer::Membership::join(*transport, flags.get_string("join"), transport->bound_endpoint(),
+                                               cfg.algorithm.timeout_s);
+      initial = welcome->view;
+      rank = initial.rank_of(welcome->id);
+      gossip::set_log_prefix("[peer " + std::to_string(welcome->id) + "] ");
+    }
+    view = std::make_unique<gossip::peer::ViewTransport>(*transport, initial, joining ? welcome->id : rank);
+    if (joining) view->set_view(initial, welcome->id);
+    membership = std::make_unique<gossip::peer::Membership>(*transport, *view, cfg.algorithm.timeout_s);
+    hook = std::make_unique<gossip::peer::DecentralizedHook>(cfg, *view, trainer->model().num_params(), membership.get());
+    hook->set_leave_flag(&g_leave);
+    if (joining) {
+      hook->receive_start_model(trainer->model(), initial.rank_of(welcome->contact_id), welcome->round);
+      trainer->start_at(welcome->round, welcome->total_steps);
+      trainer->reshard(rank, view->size());
+      hook->start_at(welcome->round);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - join_started).count();
+      gossip::log("joined as peer ", welcome->id, " (rank ", rank, " of ", view->size(), ", epoch ", initial.epoch,
+                  "), starting at step ", welcome->round, ", ", static_cast<int>(ms), " ms after the join request");
+    }
+    hook->set_total_steps(trainer->total_steps());
+    gossip::peer::ControlInfo info{rank, view->size(), trainer->total_steps(), gossip::peer::algorithm_name(cfg.algorithm.kind),
                                    cfg.topology, trainer->model().num_params()};
-    control = std::make_unique<gossip::peer::ControlState>(info, transport.get());
+    control = std::make_unique<gossip::peer::ControlState>(info, view.get());
+    control->set_view(rank, view->size(), initial.epoch);
     hook->set_control(control.get());
     transport->set_control_handler(control.get());
     trainer->set_hook(hook.get());
@@ -127,6 +177,11 @@ int run(int argc, char** argv) {
     }
   }
   if (flags.get_bool("resume")) resume(cfg, rank, *trainer, hook.get());
+  if (hook) {
+    struct sigaction sa {};
+    sa.sa_handler = on_sigterm;
+    sigaction(SIGTERM, &sa, nullptr);
+  }
   gossip::peer::TrainResult r = trainer->run();
   std::ostringstream out;
   out << std::fixed << std::setprecision(4) << "final: peer " << rank << " test_acc " << r.test.accuracy

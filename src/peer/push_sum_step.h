@@ -27,6 +27,8 @@ class PushSumStep {
   void step(uint64_t round, float* z);
   // Folds every outstanding message (end of run), then writes x / w into z.
   void drain(float* z);
+  // Forgets the messages still expected (a view change abandoned their epoch).
+  void drain_discard() { outstanding_.clear(); }
   double weight() const { return w_; }
   std::vector<float>& numerator() { return x_; }
   void set_state(const float* x, double w);

@@ -36,13 +36,7 @@ constexpr int kEvalBatch = 1024;  // rows per evaluation batch
 Trainer::Trainer(const RunConfig& config, int rank, int n, StepHook* hook)
     : config_(config), rank_(rank), n_(n), hook_(hook) {
   data_ = load_data(config.data, config.seed);
-  const uint64_t shard_seed = config.seed * 0x9E3779B97F4A7C15ull + 17;
-  shard_ = config.data.sharding == "dirichlet"
-               ? model::shard_dirichlet(data_.train.y, data_.train.classes, n, rank, config.data.dirichlet_alpha, shard_seed)
-               : model::shard_iid(data_.train.rows, n, rank, shard_seed);
-  if (shard_.empty())
-    throw Error(config.file, "peer " + std::to_string(rank) + " got an empty data shard (" +
-                                 std::to_string(data_.train.rows) + " rows over " + std::to_string(n) + " peers)");
+  reshard(rank, n);
   const int batch = config.train.batch;
   // Every peer runs the same number of steps (synchronous algorithms need it), whatever its shard
   // size: one epoch is the data set divided by n·batch.
@@ -59,7 +53,24 @@ Trainer::Trainer(const RunConfig& config, int rank, int n, StepHook* hook)
   sgd_ = std::make_unique<model::Sgd>(*model_, config.train.optimizer);
   batch_x_.resize(size_t(rows) * data_.train.cols);
   batch_y_.resize(rows);
-  cursor_ = shard_.size();  // forces a shuffle before the first batch
+}
+
+void Trainer::reshard(int rank, int n) {
+  const uint64_t shard_seed = config_.seed * 0x9E3779B97F4A7C15ull + 17;
+  shard_ = config_.data.sharding == "dirichlet"
+               ? model::shard_dirichlet(data_.train.y, data_.train.classes, n, rank, config_.data.dirichlet_alpha, shard_seed)
+               : model::shard_iid(data_.train.rows, n, rank, shard_seed);
+  if (shard_.empty())
+    throw Error(config_.file, "peer " + std::to_string(rank) + " got an empty data shard (" +
+                                  std::to_string(data_.train.rows) + " rows over " + std::to_string(n) + " peers)");
+  rank_ = rank;
+  n_ = n;
+  cursor_ = shard_.size();  // forces a shuffle before the next batch
+}
+
+void Trainer::start_at(int64_t step, int64_t total_steps) {
+  total_steps_ = total_steps;
+  start_step_ = std::min(step, total_steps);
 }
 
 void Trainer::next_batch(bool gather) {
@@ -142,7 +153,11 @@ TrainResult Trainer::run() {
       throw Error("peer " + std::to_string(rank_), "training loss became " + std::to_string(s.loss_sum) +
                                                        " at step " + std::to_string(step) + " (lower the learning rate)");
     sgd_->step(model::learning_rate(config_.train.schedule, step, total_steps_));
-    if (hook_) hook_->after_step(step, *model_);
+    if (hook_) {
+      hook_->after_step(step, *model_);
+      int new_rank, new_n;
+      if (hook_->view_changed(&new_rank, &new_n)) reshard(new_rank, new_n);
+    }
     interval_loss += s.loss_sum;
     interval_correct += s.correct;
     interval_count += s.count;
@@ -167,6 +182,11 @@ TrainResult Trainer::run() {
       interval_start = Clock::now();
     }
     if (config_.checkpoint_every > 0 && (step + 1) % config_.checkpoint_every == 0 && !last) save_checkpoint(step + 1);
+    if (hook_ && hook_->stop_requested()) {
+      log("peer ", rank_, ": stopping after step ", step + 1, " (leaving the run)");
+      total_steps_ = step + 1;
+      break;
+    }
   }
   backend_->synchronize();
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();

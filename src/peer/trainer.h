@@ -32,6 +32,11 @@ class StepHook {
   // After the last step and the evaluation of this peer's own model; returns true when it replaced
   // the model by the global average (which is then evaluated too).
   virtual bool finish(model::Mlp& /*model*/) { return false; }
+  // After after_step: true (with this peer's new rank and the member count) when the membership
+  // changed, so the trainer takes the data shard of its new rank.
+  virtual bool view_changed(int* /*rank*/, int* /*n*/) { return false; }
+  // After after_step: true when this peer leaves the run now (graceful leave).
+  virtual bool stop_requested() { return false; }
   // The algorithm's own state, saved in checkpoints (push-sum: numerator and weight).
   virtual std::vector<float> save_state() { return {}; }
   virtual void restore_state(const std::vector<float>& /*state*/) {}
@@ -62,6 +67,11 @@ class Trainer {
   // Continues from checkpoint `c`: its step, model, optimiser, algorithm state and data position
   // (replayed, so the run goes on exactly as if it had not stopped). `source` names it in errors.
   void restore(const Checkpoint& c, const std::string& source);
+
+  // Takes the data shard of `rank` among `n` peers (after a membership change).
+  void reshard(int rank, int n);
+  // A joiner: starts at `step` of a run of `total_steps` (the schedule follows the run's).
+  void start_at(int64_t step, int64_t total_steps);
 
   model::Mlp& model() { return *model_; }
   const model::TrainTest& data() const { return data_; }

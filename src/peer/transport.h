@@ -45,10 +45,15 @@ struct MatchKey {
   int sender;
   uint64_t round;
   uint32_t tag = 0;
+  uint32_t epoch = 0;  // membership epoch the sender was in
   bool operator<(const MatchKey& o) const {
-    return std::tie(kind, sender, round, tag) < std::tie(o.kind, o.sender, o.round, o.tag);
+    return std::tie(kind, sender, round, tag, epoch) < std::tie(o.kind, o.sender, o.round, o.tag, o.epoch);
   }
 };
+
+// Thrown by Transport::receive on the training thread when the membership is changing (a member
+// fell silent, asked to join or leave): the caller abandons the round and takes part in the change.
+struct MembershipInterrupt {};
 
 struct TransportStats {
   uint64_t bytes_sent = 0;
@@ -65,7 +70,8 @@ class Transport {
   // Queues a message to `peer` and returns at once. Sender and epoch are filled in here.
   virtual void send(int peer, OutMessage message) = 0;
   // Next chunk matching `key`, in arrival order; nullopt once `deadline` passes. Rethrows an
-  // error stored by the communication thread.
+  // error stored by the communication thread; throws MembershipInterrupt when a membership
+  // change is pending (elastic transports only).
   [[nodiscard]] virtual std::optional<InMessage> receive(const MatchKey& key, Clock::time_point deadline) = 0;
   // True when a chunk matching `key` is already here (never blocks).
   [[nodiscard]] virtual bool ready(const MatchKey& key) = 0;
@@ -74,6 +80,10 @@ class Transport {
   // Description of a peer for error messages: "peer 3 (tcp://127.0.0.1:40123)".
   std::string describe(int peer) const { return "peer " + std::to_string(peer) + " (" + endpoint_of(peer) + ")"; }
   virtual TransportStats stats() const = 0;
+  // The membership epoch stamped on every message sent (0 for a fixed set of peers).
+  virtual uint32_t epoch() const { return 0; }
+  // What goes in the header's sender field: the rank, or a stable id in an elastic run.
+  virtual uint32_t sender_id() const { return static_cast<uint32_t>(rank()); }
 };
 
 }  // namespace gossip::peer

@@ -204,7 +204,7 @@ std::optional<std::string> validate_header(const void* header, size_t header_byt
   if (h.magic != kMagic) return "wrong magic (not a gossip peer?)";
   if (h.version != kProtocolVersion)
     return "protocol version " + std::to_string(h.version) + " (this peer speaks " + std::to_string(kProtocolVersion) + ")";
-  if (h.kind < static_cast<uint16_t>(MessageKind::kGossip) || h.kind > static_cast<uint16_t>(MessageKind::kControlReply))
+  if (h.kind < static_cast<uint16_t>(MessageKind::kGossip) || h.kind > kLastWireKind)
     return "unknown message kind " + std::to_string(h.kind);
   if (h.payload_bytes != payload_bytes)
     return "payload of " + std::to_string(payload_bytes) + " bytes but header says " + std::to_string(h.payload_bytes);
@@ -243,6 +243,12 @@ std::string kind_name(uint16_t kind) {
     case MessageKind::kAllGather: return "all-gather";
     case MessageKind::kControlRequest: return "control request";
     case MessageKind::kControlReply: return "control reply";
+    case MessageKind::kHeartbeat: return "heartbeat";
+    case MessageKind::kView: return "view change";
+    case MessageKind::kJoin: return "join request";
+    case MessageKind::kWelcome: return "welcome";
+    case MessageKind::kModel: return "model transfer";
+    case MessageKind::kSuspect: return "suspicion";
   }
   return "kind " + std::to_string(kind);
 }

@@ -12,7 +12,7 @@
 namespace gossip::peer {
 
 inline constexpr uint32_t kMagic = 0x50535347;  // "GSSP" read as little-endian bytes
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 2;  // 2: elastic membership messages
 inline constexpr size_t kHeaderBytes = 64;
 
 enum class MessageKind : uint16_t {
@@ -22,7 +22,14 @@ enum class MessageKind : uint16_t {
   kAllGather = 4,      // ring all-reduce, second half; tag = step
   kControlRequest = 5, // a tool asks a peer something; tag = ControlOp, payload = JSON text
   kControlReply = 6,   // the answer; weight = 1 when the payload is floats, 0 when JSON text
+  kHeartbeat = 7,      // empty; tells a member the sender is alive
+  kView = 8,           // a view-change proposal (text: round, gone ids, joins); epoch = the old one
+  kJoin = 9,           // a new peer asks to join (text: its endpoint); from a "j<nonce>" connection
+  kWelcome = 10,       // to a joiner: the new view, its id, the start round (text)
+  kModel = 11,         // to a joiner: the parameters to start from; round = the start round
+  kSuspect = 12,       // never on the wire: the comm thread's note that a member fell silent
 };
+inline constexpr uint16_t kLastWireKind = 11;
 
 // What a control request asks (the header's tag).
 enum class ControlOp : uint32_t {

@@ -47,9 +47,14 @@ struct ZmqTransport::Link {
 };
 
 ZmqTransport::ZmqTransport(ZmqTransportOptions options)
-    : options_(std::move(options)), context_(1), max_total_floats_(options_.max_total_floats) {
-  if (options_.rank < 0 || options_.rank >= size())
+    : options_(std::move(options)), context_(1), max_total_floats_(options_.max_total_floats), self_id_(options_.rank) {
+  if (options_.rank < -1 || options_.rank >= static_cast<int>(options_.endpoints.size()) ||
+      (options_.rank == -1 && options_.bind.empty()))
     throw Error("transport", "rank " + std::to_string(options_.rank) + " outside the peer list");
+  for (size_t i = 0; i < options_.endpoints.size(); ++i) {
+    endpoints_[static_cast<int>(i)] = options_.endpoints[i];
+    members_.push_back(static_cast<int>(i));
+  }
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) throw Error("transport", std::string("eventfd: ") + std::strerror(errno));
   std::promise<std::string> bound;
@@ -76,9 +81,39 @@ void ZmqTransport::wake() {
   [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof(one));
 }
 
+int ZmqTransport::size() const {
+  std::lock_guard<std::mutex> lock(peers_mutex_);
+  return endpoints_.empty() ? 0 : endpoints_.rbegin()->first + 1;
+}
+
+void ZmqTransport::set_members(const std::vector<std::pair<int, std::string>>& members) {
+  {
+    std::lock_guard<std::mutex> lock(peers_mutex_);
+    members_.clear();
+    for (const auto& [id, ep] : members) {
+      endpoints_[id] = ep;
+      members_.push_back(id);
+    }
+    ++members_version_;
+  }
+  wake();
+}
+
+void ZmqTransport::send_join(const std::string& contact, const std::string& json, uint64_t nonce) {
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    joins_.emplace_back(contact, std::to_string(nonce) + "\n" + json);
+  }
+  wake();
+}
+
 void ZmqTransport::send(int peer, OutMessage message) {
-  if (peer < 0 || peer >= size() || peer == rank())
-    throw Error("transport", "cannot send to peer " + std::to_string(peer));
+  bool known;
+  {
+    std::lock_guard<std::mutex> lock(peers_mutex_);
+    known = endpoints_.count(peer) != 0;
+  }
+  if (!known || peer == rank()) throw Error("transport", "cannot send to peer " + std::to_string(peer));
   message.header.sender = static_cast<uint32_t>(rank());
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
@@ -94,9 +129,16 @@ std::optional<InMessage> ZmqTransport::receive(const MatchKey& key, Clock::time_
   return m;
 }
 
-std::string ZmqTransport::endpoint_of(int peer) const {
-  if (peer < 0 || peer >= size()) return "?";
-  std::string ep = options_.endpoints[peer];
+std::string ZmqTransport::endpoint_of(int peer) const { return endpoint_of_id(peer); }
+
+std::string ZmqTransport::endpoint_of_id(int peer) const {
+  std::string ep;
+  {
+    std::lock_guard<std::mutex> lock(peers_mutex_);
+    auto it = endpoints_.find(peer);
+    if (it == endpoints_.end()) return "?";
+    ep = it->second;
+  }
   if (binds_any_port(ep) && !options_.rendezvous_dir.empty()) {
     std::ifstream in(rendezvous_path(options_.rendezvous_dir, peer));
     std::string published;
@@ -136,9 +178,11 @@ void ZmqTransport::comm_main(std::promise<std::string> bound) {
     // so a rogue cannot take over a neighbour's pipe (and lose its messages) by naming it.
     router.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(options_.max_chunk_bytes + 4096));
     router.set(zmq::sockopt::rcvhwm, 4096);
-    std::string ep = options_.endpoints[rank()];
+    std::string ep = rank() >= 0 ? options_.endpoints[rank()] : options_.bind;
     const bool any_port = binds_any_port(ep);
-    if (any_port) {
+    if (any_port && rank() < 0) {
+      ep = ep.substr(0, ep.size() - 1) + "*";  // a joiner tells its endpoint in the join request
+    } else if (any_port) {
       if (options_.rendezvous_dir.empty())
         throw Error("peer " + std::to_string(rank()), "endpoint " + ep + " uses port 0 but no rendezvous directory was given");
       ep = ep.substr(0, ep.size() - 1) + "*";
@@ -153,11 +197,10 @@ void ZmqTransport::comm_main(std::promise<std::string> bound) {
       throw Error("peer " + std::to_string(rank()), "cannot bind " + ep + ": " + e.what());
     }
     const std::string actual = router.get(zmq::sockopt::last_endpoint);
-    if (any_port) publish_endpoint(options_.rendezvous_dir, rank(), actual);
-    std::vector<Link> links(size());
+    if (any_port && rank() >= 0) publish_endpoint(options_.rendezvous_dir, rank(), actual);
     bound.set_value(actual);
     announced = true;
-    comm_loop(router, zap ? &*zap : nullptr, links);
+    comm_loop(router, zap ? &*zap : nullptr);
   } catch (...) {
     if (!announced) bound.set_exception(std::current_exception());
     else mailbox_.fail(std::current_exception());
@@ -166,10 +209,9 @@ void ZmqTransport::comm_main(std::promise<std::string> bound) {
 
 bool ZmqTransport::connect(Link& link, int peer) {
   if (link.dealer) return true;
-  std::string ep = options_.endpoints[peer];
+  std::string ep = endpoint_of_id(peer);
   if (binds_any_port(ep)) {
-    std::ifstream in(rendezvous_path(options_.rendezvous_dir, peer));
-    if (!(in >> ep)) {
+    {
       if (link.first_wait == Clock::time_point{}) link.first_wait = Clock::now();
       if (Clock::now() - link.first_wait > std::chrono::duration<double>(options_.connect_timeout_s))
         throw Error("peer " + std::to_string(rank()), "peer " + std::to_string(peer) + " did not publish its endpoint in " +
@@ -182,6 +224,9 @@ bool ZmqTransport::connect(Link& link, int peer) {
   dealer.set(zmq::sockopt::routing_id, "r" + std::to_string(rank()));
   dealer.set(zmq::sockopt::linger, static_cast<int>(options_.linger_s * 1000));
   dealer.set(zmq::sockopt::sndhwm, 4096);
+  // Queue only onto a finished connection: until then messages wait in our own queue, where a
+  // heartbeat to a peer that is gone can be dropped at shutdown instead of lingering in ZeroMQ.
+  dealer.set(zmq::sockopt::immediate, true);
   if (!options_.curve_secret.empty()) {
     dealer.set(zmq::sockopt::curve_serverkey, options_.peer_public_keys.at(peer));
     dealer.set(zmq::sockopt::curve_publickey, options_.curve_public);
@@ -249,12 +294,17 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
         }
       } else if (!problem && h.kind == static_cast<uint16_t>(MessageKind::kControlReply)) {
         problem = "a control reply (peers never ask)";
+      } else if (!problem && h.kind == static_cast<uint16_t>(MessageKind::kJoin)) {
+        if (who.rfind("j", 0) != 0) problem = "a join request from a member connection";
+        else if (h.payload_bytes > 4096) problem = "a join request of " + std::to_string(h.payload_bytes) + " bytes";
       } else if (!problem) {
-        if (h.sender >= static_cast<uint32_t>(size()) || who != "r" + std::to_string(h.sender))
+        if (h.sender >= (1u << 24) || who != "r" + std::to_string(h.sender))
           problem = "sender field " + std::to_string(h.sender) + " does not match the connection";
         else if (h.total_floats > max_total_floats_)
           problem = "vector of " + std::to_string(h.total_floats) + " floats (this run's model has at most " +
                     std::to_string(max_total_floats_.load()) + "): another model shape?";
+        else if (h.kind == static_cast<uint16_t>(MessageKind::kSuspect))
+          problem = "a suspicion note (never sent between peers)";
       }
     }
     if (problem) {
@@ -263,6 +313,9 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
         log("peer ", rank(), ": dropped a message from '", who, "': ", *problem);
       continue;
     }
+    const auto kind = static_cast<MessageKind>(h.kind);
+    if (kind != MessageKind::kJoin) heard_[static_cast<int>(h.sender)] = Clock::now();
+    if (kind == MessageKind::kHeartbeat) continue;
     bytes_received_ += kHeaderBytes + h.payload_bytes;
 
     InMessage in;
@@ -281,6 +334,60 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
       in.owner = copy;
     }
     mailbox_.put(std::move(in));
+    // A change of membership interrupts the training thread wherever it waits.
+    if (kind == MessageKind::kView || kind == MessageKind::kJoin) mailbox_.interrupt();
+  }
+}
+
+// Heartbeats every member and reports one that has been silent too long (once), dropping what
+// was queued for it so that zero-copy buffers are released.
+void ZmqTransport::watch_members(Clock::time_point now) {
+  std::vector<int> members;
+  {
+    std::lock_guard<std::mutex> lock(peers_mutex_);
+    members = members_;
+    if (seen_members_version_ != members_version_) {
+      seen_members_version_ = members_version_;
+      watch_since_ = now;
+      for (auto it = links_.begin(); it != links_.end();) {
+        if (std::find(members_.begin(), members_.end(), it->first) == members_.end()) {
+          if (it->second.dealer) it->second.dealer->set(zmq::sockopt::linger, 0);
+          it = links_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+  }
+  if (options_.heartbeat_interval_s <= 0 || rank() < 0) return;
+  static thread_local Clock::time_point last_beat{};
+  const bool beat = now - last_beat > std::chrono::duration<double>(options_.heartbeat_interval_s);
+  if (beat) last_beat = now;
+  for (int id : members) {
+    if (id == rank() || suspected_[id]) continue;
+    Link& link = links_[id];
+    if (beat && link.pending.size() < 2) {
+      OutMessage m;
+      m.header.kind = static_cast<uint16_t>(MessageKind::kHeartbeat);
+      m.header.sender = static_cast<uint32_t>(rank());
+      m.data = reinterpret_cast<const float*>(&kMagic);  // zero floats; any valid pointer
+      link.pending.push_back(std::move(m));
+    }
+    auto h = heard_.find(id);
+    const bool ever = h != heard_.end() && h->second >= watch_since_ - std::chrono::hours(1);
+    const Clock::time_point last = ever ? std::max(h->second, watch_since_) : watch_since_;
+    const double limit = ever ? options_.heartbeat_timeout_s : std::max(options_.heartbeat_timeout_s, options_.connect_timeout_s);
+    if (now - last > std::chrono::duration<double>(limit)) {
+      suspected_[id] = true;
+      log("peer ", rank(), ": no word from peer ", id, " (", endpoint_of_id(id), ") for ", limit, " s: suspected dead");
+      if (link.dealer) link.dealer->set(zmq::sockopt::linger, 0);
+      links_.erase(id);
+      InMessage note;
+      note.header.kind = static_cast<uint16_t>(MessageKind::kSuspect);
+      note.header.sender = static_cast<uint32_t>(id);
+      mailbox_.put(std::move(note));
+      mailbox_.interrupt();
+    }
   }
 }
 
@@ -340,7 +447,7 @@ void ZmqTransport::answer_zap(zmq::socket_t& zap) {
   zap.send(zmq::str_buffer(""), zmq::send_flags::none);
 }
 
-void ZmqTransport::comm_loop(zmq::socket_t& router, zmq::socket_t* zap, std::vector<Link>& links) {
+void ZmqTransport::comm_loop(zmq::socket_t& router, zmq::socket_t* zap) {
   Clock::time_point stop_deadline{};
   for (;;) {
     std::vector<zmq::pollitem_t> items;
@@ -348,31 +455,58 @@ void ZmqTransport::comm_loop(zmq::socket_t& router, zmq::socket_t* zap, std::vec
     items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
     items.push_back({zap ? zap->handle() : nullptr, zap ? 0 : -1, static_cast<short>(zap ? ZMQ_POLLIN : 0), 0});
     bool unconnected_backlog = false;
-    for (int p = 0; p < size(); ++p) {
-      if (links[p].pending.empty()) continue;
-      if (links[p].dealer) {
-        items.push_back({links[p].dealer->handle(), 0, ZMQ_POLLOUT, 0});
+    for (auto& [id, link] : links_) {
+      if (link.pending.empty()) continue;
+      if (link.dealer) {
+        items.push_back({link.dealer->handle(), 0, ZMQ_POLLOUT, 0});
       } else {
         unconnected_backlog = true;
       }
     }
-    zmq::poll(items.data(), items.size(), std::chrono::milliseconds(unconnected_backlog ? 20 : 200));
+    const int wait_ms = unconnected_backlog ? 20 : options_.heartbeat_interval_s > 0 ? 50 : 200;
+    zmq::poll(items.data(), items.size(), std::chrono::milliseconds(wait_ms));
     if (items[1].revents & ZMQ_POLLIN) {
       uint64_t count;
       [[maybe_unused]] ssize_t n = ::read(wake_fd_, &count, sizeof(count));
     }
+    std::deque<std::pair<std::string, std::string>> joins;
     {
       std::lock_guard<std::mutex> lock(queue_mutex_);
       while (!queue_.empty()) {
-        links[queue_.front().first].pending.push_back(std::move(queue_.front().second));
+        const int peer = queue_.front().first;
+        if (!suspected_[peer]) links_[peer].pending.push_back(std::move(queue_.front().second));
         queue_.pop_front();
       }
+      joins.swap(joins_);
+    }
+    for (auto& [contact, frame] : joins) {  // "nonce\njson": a one-off connection per request
+      const std::string nonce = frame.substr(0, frame.find('\n')), json = pad_text(frame.substr(frame.find('\n') + 1));
+      zmq::socket_t dealer(context_, zmq::socket_type::dealer);
+      dealer.set(zmq::sockopt::routing_id, "j" + nonce);
+      dealer.set(zmq::sockopt::linger, 1000);
+      dealer.connect(contact);
+      Header h;
+      h.kind = static_cast<uint16_t>(MessageKind::kJoin);
+      h.payload_bytes = static_cast<uint32_t>(json.size());
+      h.total_floats = json.size() / sizeof(float);
+      h.checksum = message_checksum(h, json.data(), json.size());
+      uint8_t head[kHeaderBytes];
+      encode_header(h, head);
+      dealer.send(zmq::const_buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
+      dealer.send(zmq::const_buffer(json.data(), json.size()), zmq::send_flags::none);
+      join_dealers_.push_back(std::move(dealer));
     }
     if (zap && (items[2].revents & ZMQ_POLLIN)) answer_zap(*zap);
     if (items[0].revents & ZMQ_POLLIN) receive_all(router);
+    if (!stop_) {
+      watch_members(Clock::now());
+    } else {
+      for (auto& [id, link] : links_)  // heartbeats need not outlive us (a dead member's never leave)
+        std::erase_if(link.pending, [](const OutMessage& m) { return m.header.kind == static_cast<uint16_t>(MessageKind::kHeartbeat); });
+    }
     bool all_sent = true;
-    for (int p = 0; p < size(); ++p)
-      if (!links[p].pending.empty()) all_sent &= flush(links[p], p);
+    for (auto& [id, link] : links_)
+      if (!link.pending.empty()) all_sent &= flush(link, id);
     if (stop_) {
       if (stop_deadline == Clock::time_point{})
         stop_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.linger_s));
@@ -387,7 +521,8 @@ void ZmqTransport::comm_loop(zmq::socket_t& router, zmq::socket_t* zap, std::vec
     }
   }
   // Dealers close here with their linger, so bytes already queued still leave.
-  links.clear();
+  links_.clear();
+  join_dealers_.clear();
 }
 
 }  // namespace gossip::peer

@@ -23,13 +23,18 @@
 namespace gossip::peer {
 
 struct ZmqTransportOptions {
-  int rank = 0;
-  std::vector<std::string> endpoints;  // one per peer; tcp://host:0 means "any port, via rendezvous"
+  int rank = 0;                        // this peer's id; -1: a joiner, whose id comes later (set_self_id)
+  std::vector<std::string> endpoints;  // the initial peers' endpoints by id; tcp://host:0 = via rendezvous
+  std::string bind;                    // a joiner's own endpoint (tcp://host:0 picks a free port)
   std::string rendezvous_dir;          // where port-0 peers publish the endpoint they bound
   uint64_t max_total_floats = ~0ull;   // largest vector a message may belong to (model size + slack)
   size_t max_chunk_bytes = 1 << 20;    // larger payload frames are refused by ZeroMQ itself
   double connect_timeout_s = 60;       // how long to wait for a neighbour to publish its endpoint
   double linger_s = 5;                 // at shutdown, how long unsent messages may still go out
+  // Failure detection: every member gets a heartbeat this often, and one silent for
+  // heartbeat_timeout_s is reported as suspected dead (0 = no heartbeats).
+  double heartbeat_interval_s = 0.25;
+  double heartbeat_timeout_s = 3;
   // CurveZMQ (all empty = plain TCP/IPC): this peer's key pair, every peer's public key by rank,
   // and the public keys allowed to connect (checked by a ZAP handler on the comm thread).
   std::string curve_public, curve_secret;
@@ -50,8 +55,9 @@ class ZmqTransport final : public Transport {
   ZmqTransport(const ZmqTransport&) = delete;
   ZmqTransport& operator=(const ZmqTransport&) = delete;
 
-  int rank() const override { return options_.rank; }
-  int size() const override { return static_cast<int>(options_.endpoints.size()); }
+  // Ids, not ranks: an elastic run reaches peers through ViewTransport, which maps ranks to ids.
+  int rank() const override { return self_id_; }
+  int size() const override;  // one more than the largest id known
   void send(int peer, OutMessage message) override;
   std::optional<InMessage> receive(const MatchKey& key, Clock::time_point deadline) override;
   bool ready(const MatchKey& key) override { return mailbox_.ready(key); }
@@ -65,10 +71,23 @@ class ZmqTransport final : public Transport {
   // Largest vector a valid message may belong to; larger ones are dropped as another model shape.
   void set_max_total_floats(uint64_t n) { max_total_floats_ = n; }
 
+  // Elastic membership. A joiner learns its id from the welcome and sets it before sending.
+  void set_self_id(int id) { self_id_ = id; }
+  // The members (id, endpoint) to heartbeat and watch; links to anyone else are closed, dropping
+  // what was queued for them. Endpoints of new ids are remembered.
+  void set_members(const std::vector<std::pair<int, std::string>>& members);
+  // A joiner's request, sent to any live member over a one-off "j<nonce>" connection.
+  void send_join(const std::string& contact, const std::string& json, uint64_t nonce);
+  // Membership messages (view changes, joins, welcomes, suspicions) wait here for the training
+  // thread, which also acknowledges the interrupt they raise.
+  Mailbox& mailbox() { return mailbox_; }
+
  private:
   struct Link;
   void comm_main(std::promise<std::string> bound);
-  void comm_loop(zmq::socket_t& router, zmq::socket_t* zap, std::vector<Link>& links);
+  void comm_loop(zmq::socket_t& router, zmq::socket_t* zap);
+  void watch_members(Clock::time_point now);
+  std::string endpoint_of_id(int id) const;
   void answer_zap(zmq::socket_t& zap);
   void receive_all(zmq::socket_t& router);
   void answer_control(zmq::socket_t& router, const zmq::message_t& identity, const Header& request,
@@ -90,6 +109,19 @@ class ZmqTransport final : public Transport {
   std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, dropped_{0};
   std::atomic<int64_t> wait_ns_{0};
   std::map<std::string, int> drops_by_sender_;  // comm thread only: limits drop logging per sender
+  std::atomic<int> self_id_;
+  mutable std::mutex peers_mutex_;
+  std::map<int, std::string> endpoints_;        // guarded by peers_mutex_: every id ever known
+  std::vector<int> members_;                    // guarded by peers_mutex_: the current members
+  uint64_t members_version_ = 0;                // guarded by peers_mutex_
+  std::deque<std::pair<std::string, std::string>> joins_;  // guarded by queue_mutex_: (contact, frame)
+  // Comm thread only:
+  std::map<int, Link> links_;
+  std::map<int, Clock::time_point> heard_;      // last message from each id
+  std::map<int, bool> suspected_;
+  Clock::time_point watch_since_{};
+  uint64_t seen_members_version_ = ~0ull;
+  std::vector<zmq::socket_t> join_dealers_;
   std::thread thread_;
 };
 

@@ -1,0 +1,125 @@
+// Elastic membership without a coordinator. A view is the ordered member list of one epoch (rank
+// = position; the ring follows that order). Any event — a member silent past the heartbeat
+// timeout, a graceful leave, a join request — starts a view change that every surviving member
+// takes part in: each sends every other member its proposal (round, gone ids, joins) and merges
+// what it receives (union), until every member's latest proposal equals its own. All then hold
+// the same sets, so each computes the same next view (next_view) and the same resume round
+// R = the largest round any member had reached; rounds below R are trained locally, unmixed.
+// Push-sum weight rule: at a view change every member restarts from (x, w) = (x/w, 1), a joiner
+// from (its contact's model, 1): every de-biased model is unchanged, Σw = n of the new view, and
+// the old epoch's mass still in flight is discarded, so x/w stays an unbiased average.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "peer/transport.h"
+
+namespace gossip::peer {
+
+class ZmqTransport;
+
+struct Member {
+  int id = 0;
+  std::string endpoint;
+};
+
+struct View {
+  uint32_t epoch = 0;
+  std::vector<Member> members;  // rank = index
+  int next_id = 0;              // the id the next joiner gets
+  int rank_of(int id) const;    // -1 when not a member
+};
+
+struct JoinRequest {
+  uint64_t nonce = 0;  // chosen by the joiner; orders concurrent joins
+  std::string endpoint;
+  int via = -1;        // the member it asked, which welcomes it
+  bool operator<(const JoinRequest& o) const { return nonce < o.nonce; }
+};
+
+// The view after removing `gone` and appending `joins` (in nonce order, ids from next_id).
+View next_view(const View& v, const std::set<int>& gone, const std::set<JoinRequest>& joins);
+
+// Presents the current view as a Transport of ranks 0..n-1 over a ZmqTransport of ids, stamping
+// and matching the epoch so messages of an abandoned epoch never mix into a new one.
+class ViewTransport final : public Transport {
+ public:
+  ViewTransport(ZmqTransport& inner, View view, int self_id);
+  int rank() const override;
+  int size() const override;
+  void send(int peer, OutMessage message) override;
+  std::optional<InMessage> receive(const MatchKey& key, Clock::time_point deadline) override;
+  bool ready(const MatchKey& key) override;
+  std::string endpoint_of(int peer) const override;
+  TransportStats stats() const override;
+  uint32_t epoch() const override;
+  uint32_t sender_id() const override { return static_cast<uint32_t>(self_id()); }
+
+  View view() const;
+  int self_id() const;
+  void set_view(View view, int self_id);  // also tells the ZmqTransport whom to watch
+  int id_of(int rank) const;
+
+ private:
+  ZmqTransport* inner_;  // owned by the peer's main, outlives this
+  mutable std::mutex mutex_;
+  View view_;    // guarded by mutex_ (the comm thread reads it for status replies)
+  int self_id_;  // guarded by mutex_
+};
+
+struct ViewChange {
+  View view;                        // the new view (epoch + 1)
+  int64_t resume_round = 0;         // first round communicated in it
+  std::vector<JoinRequest> welcome; // joiners this peer was asked by: it sends them the model
+  std::set<int> gone;
+};
+
+struct Welcome {
+  View view;
+  int id = 0;
+  int contact_id = 0;
+  int64_t round = 0;        // the joiner's first step
+  int64_t total_steps = 0;  // where the run ends
+};
+
+class Membership {
+ public:
+  // `timeout_s` bounds one view change (a member that neither answers nor is suspected by then
+  // is an error).
+  Membership(ZmqTransport& zmq, ViewTransport& view, double timeout_s);
+
+  // True when a view-change event waits (never blocks).
+  bool pending();
+  // Takes part in the view change; `round` = the next round this peer would communicate in.
+  // nullopt when the events turned out to change nothing (e.g. a suspicion of a former member).
+  std::optional<ViewChange> agree(int64_t round);
+  // Graceful leave: tells every member this peer is gone as of `round` (no answer awaited).
+  void announce_leave(int64_t round);
+  // To a joiner (after agree): the view, its id, the start round and the run's length.
+  void send_welcome(const ViewChange& change, const JoinRequest& joiner, int64_t total_steps);
+
+  // Joiner side: asks `contact` (a live member's endpoint) and waits for the welcome.
+  static Welcome join(ZmqTransport& zmq, const std::string& contact, const std::string& own_endpoint,
+                      double timeout_s);
+
+ private:
+  struct Proposal {
+    int64_t round = 0;
+    std::set<int> gone;
+    std::set<uint64_t> joins;
+    bool operator==(const Proposal& o) const { return gone == o.gone && joins == o.joins; }
+  };
+  void send_text(int id, MessageKind kind, uint32_t epoch, uint64_t round, const std::string& text);
+
+  ZmqTransport* zmq_;   // both owned by the peer's main, outlive this
+  ViewTransport* view_;
+  double timeout_s_;
+  std::vector<InMessage> deferred_;  // messages of a later epoch, kept for the next change
+};
+
+}  // namespace gossip::peer

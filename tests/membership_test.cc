@@ -1,0 +1,180 @@
+// Elastic membership: the view arithmetic, and real gossip-peer processes on 127.0.0.1 that are
+// joined, killed with SIGKILL and told to leave while they train.
+#include "peer/membership.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "process_util.h"
+
+namespace gossip::peer {
+namespace {
+
+using testing::capture_all;
+using testing::read_file;
+using testing::run_command;
+using testing::TempDir;
+
+TEST(NextView, RemovesTheGoneAndAppendsJoinersInNonceOrder) {
+  View v;
+  v.epoch = 4;
+  for (int i = 0; i < 4; ++i) v.members.push_back({i, "tcp://h:" + std::to_string(i)});
+  v.next_id = 4;
+  const View w = next_view(v, {1}, {{20, "tcp://b", 0}, {10, "tcp://a", 3}});
+  EXPECT_EQ(w.epoch, 5u);
+  ASSERT_EQ(w.members.size(), 5u);
+  EXPECT_EQ(w.members[0].id, 0);
+  EXPECT_EQ(w.members[1].id, 2);
+  EXPECT_EQ(w.members[2].id, 3);
+  EXPECT_EQ(w.members[3].id, 4);  // nonce 10 first, whichever member it asked
+  EXPECT_EQ(w.members[3].endpoint, "tcp://a");
+  EXPECT_EQ(w.members[4].endpoint, "tcp://b");
+  EXPECT_EQ(w.next_id, 6);
+  EXPECT_EQ(w.rank_of(3), 2);
+  EXPECT_EQ(w.rank_of(1), -1);
+}
+
+std::string yaml(int n, double epochs, double timeout_s = 30) {
+  return "seed: 3\ndevice: cpu\nlog_every: 100\n"
+         "peers: {count: " + std::to_string(n) + ", host: 127.0.0.1, base_port: 0}\n"
+         "topology: ring\nalgorithm: {kind: gossip, timeout_s: " + std::to_string(timeout_s) + ", dead_after_s: 2}\n"
+         "model: {hidden: [32]}\n"
+         "data: {dataset: synthetic, synthetic: {train: 6000, test: 1000, dims: 32, classes: 8}}\n"
+         "optimizer: {lr: 0.05, momentum: 0.9, batch: 32, epochs: " + std::to_string(epochs) + "}\n";
+}
+
+// Waits for the launcher's summary line; returns the whole log.
+std::string wait_for_end(const std::string& log, int limit_s) {
+  for (int i = 0; i < limit_s * 10; ++i) {
+    const std::string text = read_file(log);
+    if (text.find("peers succeeded") != std::string::npos) return text;
+    ::usleep(100000);
+  }
+  return read_file(log);
+}
+
+void start_joiner(const TempDir& dir, const std::string& yaml_path, const std::string& contact, const std::string& name) {
+  const std::string cmd = "timeout -s KILL 120 " + testing::bin("gossip-peer") + " --config " + yaml_path + " --join " +
+                          contact + " > " + dir.path() + "/" + name + ".log 2>&1 &";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+}
+
+std::string wait_for_file_text(const std::string& path, const std::string& text, int limit_s) {
+  for (int i = 0; i < limit_s * 10; ++i) {
+    const std::string t = read_file(path);
+    if (t.find(text) != std::string::npos) return t;
+    ::usleep(100000);
+  }
+  return read_file(path);
+}
+
+std::string endpoint_of_rank(const std::string& log, int rank) {
+  std::smatch m;
+  const std::regex re("\\[peer " + std::to_string(rank) + R"(\] bound (tcp://[0-9.:]+))");
+  return std::regex_search(log, m, re) ? m[1].str() : "";
+}
+
+std::vector<double> averaged(const std::string& text) { return capture_all(text, R"(averaged_model_test_acc ([0-9.]+))"); }
+
+// (a) 4 ring peers, 2 join while they train (one after the other, through different members):
+// all 6 finish with the same averaged model, as accurate as a static run of 6.
+TEST(Elastic, TwoPeersJoinARunningRingOfFour) {
+  TempDir dir;
+  const testing::CommandResult fixed = run_command(testing::bin("gossip-launch") + " " + dir.write("six.yaml", yaml(6, 30)), 150);
+  ASSERT_EQ(fixed.exit_code, 0) << fixed.output;
+  const std::vector<double> bar = averaged(fixed.output);
+  ASSERT_EQ(bar.size(), 6u);
+
+  const std::string y = dir.write("four.yaml", yaml(4, 45));
+  testing::BackgroundRun run(y, dir.path() + "/run.log");
+  const std::string contact0 = run.peer0_endpoint();
+  ASSERT_FALSE(contact0.empty()) << run.log();
+  wait_for_file_text(dir.path() + "/run.log", "step 100/", 60);
+  start_joiner(dir, y, contact0, "join-a");
+  const std::string a = wait_for_file_text(dir.path() + "/join-a.log", "joined as peer", 60);
+  start_joiner(dir, y, endpoint_of_rank(run.log(), 3), "join-b");
+  const std::string out = wait_for_end(dir.path() + "/run.log", 150);
+  const std::string ja = wait_for_file_text(dir.path() + "/join-a.log", "final:", 60);
+  const std::string jb = wait_for_file_text(dir.path() + "/join-b.log", "final:", 60);
+  ASSERT_NE(out.find("4 of 4 peers succeeded"), std::string::npos) << out << ja << jb;
+  std::vector<double> acc = averaged(out + ja + jb);
+  ASSERT_EQ(acc.size(), 6u) << out << ja << jb;
+  for (double x : acc) EXPECT_GE(x, bar[0] - 0.02) << out;
+  std::printf("averaged test accuracy: static 6 peers %.4f, 4 + 2 joined %.4f\n", bar[0], acc[0]);
+  std::set<std::string> crcs;
+  const std::regex crc(R"(params_crc ([0-9a-f]+))");
+  for (const std::string& t : {out, ja, jb})
+    for (auto it = std::sregex_iterator(t.begin(), t.end(), crc); it != std::sregex_iterator(); ++it) crcs.insert((*it)[1]);
+  EXPECT_EQ(crcs.size(), 1u) << "every member ends with the same averaged model";
+  EXPECT_NE(out.find("epoch 2: 6 members"), std::string::npos) << out;
+  for (const std::string& t : {ja, jb}) {
+    const std::vector<double> ms = capture_all(t, R"(, (\d+) ms after the join request)");
+    ASSERT_EQ(ms.size(), 1u) << t;
+    std::printf("join request to first step: %.0f ms\n", ms[0]);
+  }
+}
+
+// (d) Two joins at once through different members: one view change admits both (or two in a
+// row); every member ends in the same view of 6.
+TEST(Elastic, TwoConcurrentJoinsThroughDifferentMembers) {
+  TempDir dir;
+  const std::string y = dir.write("four.yaml", yaml(4, 30));
+  testing::BackgroundRun run(y, dir.path() + "/run.log");
+  ASSERT_FALSE(run.peer0_endpoint().empty()) << run.log();
+  wait_for_file_text(dir.path() + "/run.log", "step 100/", 60);
+  start_joiner(dir, y, endpoint_of_rank(run.log(), 1), "join-a");
+  start_joiner(dir, y, endpoint_of_rank(run.log(), 2), "join-b");
+  const std::string out = wait_for_end(dir.path() + "/run.log", 150);
+  const std::string ja = wait_for_file_text(dir.path() + "/join-a.log", "final:", 60);
+  const std::string jb = wait_for_file_text(dir.path() + "/join-b.log", "final:", 60);
+  ASSERT_NE(out.find("4 of 4 peers succeeded"), std::string::npos) << out << ja << jb;
+  EXPECT_EQ(averaged(out + ja + jb).size(), 6u) << out << ja << jb;
+  // The last view every original member reached has 6 members.
+  for (int r = 0; r < 4; ++r) {
+    const std::vector<double> sizes = capture_all(out, "\\[peer " + std::to_string(r) + R"(\] peer \d+: view change to epoch \d+: (\d+) members)");
+    ASSERT_FALSE(sizes.empty()) << out;
+    EXPECT_EQ(sizes.back(), 6) << out;
+  }
+}
+
+// (b) kill -9 one of 6 peers mid-run: the other 5 detect it by heartbeat, agree on a view of 5
+// and finish; nobody hangs. (c) then one leaves gracefully (SIGTERM): the other 4 finish.
+TEST(Elastic, CrashOfOneOfSixThenAGracefulLeave) {
+  TempDir dir;
+  const std::string y = dir.write("six.yaml", yaml(6, 40));
+  testing::BackgroundRun run(y, dir.path() + "/run.log");
+  ASSERT_FALSE(run.peer0_endpoint().empty()) << run.log();
+  wait_for_file_text(dir.path() + "/run.log", "step 100/", 60);
+  run_command("pkill -KILL -f '[g]ossip-peer --config " + y + " --rank 2 '", 10);
+  wait_for_file_text(dir.path() + "/run.log", "gone: 2,", 30);
+  run_command("pkill -TERM -f '[g]ossip-peer --config " + y + " --rank 4 '", 10);
+  const std::string out = wait_for_end(dir.path() + "/run.log", 150);
+  EXPECT_NE(out.find("5 of 6 peers succeeded"), std::string::npos) << out;
+  EXPECT_NE(out.find("peer 2 failed (signal 9)"), std::string::npos) << out;
+  EXPECT_NE(out.find("suspected dead"), std::string::npos) << out;
+  EXPECT_NE(out.find("5 members (gone: 2,"), std::string::npos) << out;
+  EXPECT_NE(out.find("leaving the run"), std::string::npos) << out;
+  EXPECT_NE(out.find("4 members (gone: 4,"), std::string::npos) << out;
+  const std::vector<double> acc = averaged(out);
+  EXPECT_EQ(acc.size(), 4u) << out;  // the leaver reports its own model only
+  for (double x : acc) EXPECT_GE(x, 0.8) << out;
+  const std::vector<double> agreed = capture_all(out, R"(gone: 2, joined: 0\), resuming at round \d+, agreed in (\d+) ms)");
+  ASSERT_EQ(agreed.size(), 5u) << out;
+  std::printf("crash to recovery: heartbeat timeout 2 s + agreement %.0f..%.0f ms\n",
+              *std::min_element(agreed.begin(), agreed.end()), *std::max_element(agreed.begin(), agreed.end()));
+}
+
+TEST(Elastic, JoiningThroughADeadEndpointIsAClearError) {
+  TempDir dir;
+  const std::string y = dir.write("four.yaml", yaml(4, 1, 3));
+  const testing::CommandResult r =
+      run_command(testing::bin("gossip-peer") + " --config " + y + " --join tcp://127.0.0.1:1", 60);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("cannot join via tcp://127.0.0.1:1"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace gossip::peer
