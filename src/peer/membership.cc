@@ -123,13 +123,14 @@ int ViewTransport::self_id() const {
 void ViewTransport::set_view(View view, int self_id) {
   std::vector<std::pair<int, std::string>> members;
   for (const Member& m : view.members) members.emplace_back(m.id, m.endpoint);
+  const uint32_t epoch = view.epoch;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     view_ = std::move(view);
     self_id_ = self_id;
   }
   inner_->set_self_id(self_id);
-  inner_->set_members(members);
+  inner_->set_members(members, epoch);
 }
 
 // ---- Membership ----

@@ -86,7 +86,8 @@ int ZmqTransport::size() const {
   return endpoints_.empty() ? 0 : endpoints_.rbegin()->first + 1;
 }
 
-void ZmqTransport::set_members(const std::vector<std::pair<int, std::string>>& members) {
+void ZmqTransport::set_members(const std::vector<std::pair<int, std::string>>& members, uint32_t epoch) {
+  epoch_ = epoch;
   {
     std::lock_guard<std::mutex> lock(peers_mutex_);
     members_.clear();
@@ -316,6 +317,9 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
     const auto kind = static_cast<MessageKind>(h.kind);
     if (kind != MessageKind::kJoin) heard_[static_cast<int>(h.sender)] = Clock::now();
     if (kind == MessageKind::kHeartbeat) continue;
+    // A late proposal of a change that is over: neither queued nor allowed to interrupt (an
+    // interrupt with nothing to agree on would abandon a collective for nothing).
+    if (kind == MessageKind::kView && h.epoch < epoch_) continue;
     bytes_received_ += kHeaderBytes + h.payload_bytes;
 
     InMessage in;

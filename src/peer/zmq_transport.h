@@ -75,7 +75,8 @@ class ZmqTransport final : public Transport {
   void set_self_id(int id) { self_id_ = id; }
   // The members (id, endpoint) to heartbeat and watch; links to anyone else are closed, dropping
   // what was queued for them. Endpoints of new ids are remembered.
-  void set_members(const std::vector<std::pair<int, std::string>>& members);
+  // `epoch` is the view's: view-change messages of older epochs are dropped from then on.
+  void set_members(const std::vector<std::pair<int, std::string>>& members, uint32_t epoch);
   // A joiner's request, sent to any live member over a one-off "j<nonce>" connection.
   void send_join(const std::string& contact, const std::string& json, uint64_t nonce);
   // Membership messages (view changes, joins, welcomes, suspicions) wait here for the training
@@ -110,6 +111,7 @@ class ZmqTransport final : public Transport {
   std::atomic<int64_t> wait_ns_{0};
   std::map<std::string, int> drops_by_sender_;  // comm thread only: limits drop logging per sender
   std::atomic<int> self_id_;
+  std::atomic<uint32_t> epoch_{0};
   mutable std::mutex peers_mutex_;
   std::map<int, std::string> endpoints_;        // guarded by peers_mutex_: every id ever known
   std::vector<int> members_;                    // guarded by peers_mutex_: the current members
