@@ -95,6 +95,33 @@ TEST(GossipStep, NonFiniteNeighbourValuesAreNotMixedIn) {
   }
 }
 
+// A neighbour's chunk far larger than this peer's values over the same floats is an outlier:
+// not mixed in (its weight goes to self); ordinary chunks, even a few times larger, still are.
+TEST(GossipStep, OutlierNormsAreNotMixedIn) {
+  const int n = 3;
+  const size_t dim = 8;  // chunks of 4 floats
+  std::vector<std::vector<float>> x(n, std::vector<float>(dim));
+  for (int r = 0; r < n; ++r)
+    for (size_t d = 0; d < dim; ++d) x[r][d] = float(r + 1);
+  for (size_t d = 4; d < 8; ++d) x[1][d] = 1e4f;  // peer 1's second chunk: ~5000x the others'
+  std::vector<std::vector<float>> out(n, std::vector<float>(dim));
+  gossip::testing::run_peers(n, [&](int r, Transport& t) {
+    GossipStep step(t, topology::Graph{topology::Kind::kRing, 0, {}}, dim, 4, 10.0, 10.0);
+    step.step(0, x[r].data(), out[r].data());
+  });
+  for (int r : {0, 2}) {
+    EXPECT_FLOAT_EQ(out[r][0], 2.0f) << "3x larger chunks are ordinary";
+    const float other = r == 0 ? 3.0f : 1.0f, self = float(r + 1);
+    EXPECT_FLOAT_EQ(out[r][5], (2 * self + other) / 3) << r;
+  }
+  // With the check off the outlier is mixed in.
+  gossip::testing::run_peers(n, [&](int r, Transport& t) {
+    GossipStep step(t, topology::Graph{topology::Kind::kRing, 0, {}}, dim, 4, 10.0, 0.0);
+    step.step(0, x[r].data(), out[r].data());
+  });
+  EXPECT_GT(out[0][5], 1000.0f);
+}
+
 TEST(Collectives, AllFinite) {
   std::vector<float> v(37, 1.0f);
   EXPECT_TRUE(all_finite(v.data(), v.size()));

@@ -37,13 +37,14 @@ TEST(NextView, RemovesTheGoneAndAppendsJoinersInNonceOrder) {
   EXPECT_EQ(w.rank_of(1), -1);
 }
 
-std::string yaml(int n, double epochs, double timeout_s = 30) {
+std::string yaml(int n, double epochs, double timeout_s = 30,
+                 const std::string& algorithm = "topology: ring\nalgorithm: {kind: gossip, ") {
   return "seed: 3\ndevice: cpu\nlog_every: 100\n"
-         "peers: {count: " + std::to_string(n) + ", host: 127.0.0.1, base_port: 0}\n"
-         "topology: ring\nalgorithm: {kind: gossip, timeout_s: " + std::to_string(timeout_s) + ", dead_after_s: 2}\n"
+         "peers: {count: " + std::to_string(n) + ", host: 127.0.0.1, base_port: 0}\n" + algorithm +
+         "timeout_s: " + std::to_string(timeout_s) + ", dead_after_s: 2}\n"
          "model: {hidden: [32]}\n"
-         "data: {dataset: synthetic, synthetic: {train: 6000, test: 1000, dims: 32, classes: 8}}\n"
-         "optimizer: {lr: 0.05, momentum: 0.9, batch: 32, epochs: " + std::to_string(epochs) + "}\n";
+         "data: {dataset: synthetic, synthetic: {train: 6000, test: 1000, dims: 32, classes: 8, noise: 4}}\n"
+         "optimizer: {lr: 0.01, momentum: 0.9, batch: 32, epochs: " + std::to_string(epochs) + "}\n";
 }
 
 // Waits for the launcher's summary line; returns the whole log.
@@ -165,6 +166,28 @@ TEST(Elastic, CrashOfOneOfSixThenAGracefulLeave) {
   ASSERT_EQ(agreed.size(), 5u) << out;
   std::printf("crash to recovery: heartbeat timeout 2 s + agreement %.0f..%.0f ms\n",
               *std::min_element(agreed.begin(), agreed.end()), *std::max_element(agreed.begin(), agreed.end()));
+}
+
+// Push-sum with overlap through a join and a crash: the weight rule ((x, w) ← (x/w, 1) at each
+// view change) keeps every survivor converging to one de-biased average.
+TEST(Elastic, PushSumSurvivesAJoinAndACrash) {
+  TempDir dir;
+  const std::string y = dir.write(
+      "ps.yaml", yaml(5, 40, 30, "topology: push_sum_one_peer_exponential\nalgorithm: {kind: push_sum, overlap: true, "));
+  testing::BackgroundRun run(y, dir.path() + "/run.log");
+  ASSERT_FALSE(run.peer0_endpoint().empty()) << run.log();
+  wait_for_file_text(dir.path() + "/run.log", "step 100/", 60);
+  start_joiner(dir, y, endpoint_of_rank(run.log(), 0), "join");
+  wait_for_file_text(dir.path() + "/join.log", "joined as peer", 60);
+  run_command("pkill -KILL -f '[g]ossip-peer --config " + y + " --rank 3 '", 10);
+  const std::string out = wait_for_end(dir.path() + "/run.log", 150);
+  const std::string j = wait_for_file_text(dir.path() + "/join.log", "final:", 60);
+  EXPECT_NE(out.find("4 of 5 peers succeeded"), std::string::npos) << out << j;
+  EXPECT_NE(out.find("6 members (gone: none, joined: 1)"), std::string::npos) << out;
+  EXPECT_NE(out.find("5 members (gone: 3, joined: 0)"), std::string::npos) << out;
+  const std::vector<double> acc = averaged(out + j);
+  ASSERT_EQ(acc.size(), 5u) << out << j;
+  for (double x : acc) EXPECT_GE(x, 0.8) << out << j;
 }
 
 TEST(Elastic, JoiningThroughADeadEndpointIsAClearError) {

@@ -81,6 +81,43 @@ TEST(Security, OnlyAllowedKeysGetIn) {
   EXPECT_NE(text.find("] step ", refused), std::string::npos) << "training went on\n" << text;
 }
 
+// Elastic join under CurveZMQ: a newcomer whose key is on the allow-list joins (the members learn
+// its key from the authenticated join request); one whose key is not can neither join nor get in.
+TEST(Security, AllowedNewcomerJoinsAndAnOutsiderCannot) {
+  TempDir dir;
+  const std::string keys = dir.path() + "/keys", other = dir.path() + "/other";
+  ASSERT_EQ(run_command(testing::bin("gossip-keygen") + " " + keys + " --peers 2").exit_code, 0);
+  ASSERT_EQ(run_command(testing::bin("gossip-keygen") + " " + keys + " --name newcomer").exit_code, 0);
+  ASSERT_EQ(run_command(testing::bin("gossip-keygen") + " " + other + " --name intruder").exit_code, 0);
+  const std::string yaml = dir.write("run.yaml",
+      "seed: 2\ndevice: cpu\nlog_every: 200\npeers: {count: 2, host: 127.0.0.1, base_port: 0}\n"
+      "security: {keys: " + keys + "}\ntopology: ring\nalgorithm: {kind: gossip, timeout_s: 5}\nmodel: {hidden: [32]}\n"
+      "data: {dataset: synthetic, synthetic: {train: 4000, test: 200, dims: 32, classes: 4}}\n"
+      "optimizer: {lr: 0.01, batch: 32, epochs: 100000}\n");
+  testing::BackgroundRun run(yaml, dir.path() + "/run.log");
+  const std::string endpoint = run.peer0_endpoint();
+  ASSERT_FALSE(endpoint.empty()) << run.log();
+  const std::string join = testing::bin("gossip-peer") + " --config " + yaml + " --join " + endpoint +
+                           " --join-key " + keys + "/peer-0.pub --epochs 0.01 --key ";
+  const testing::CommandResult outsider = run_command(join + other + "/intruder.key", 60);
+  ASSERT_EQ(std::system((join + keys + "/newcomer.key > " + dir.path() + "/newcomer.log 2>&1 &").c_str()), 0);
+  std::string newcomer;
+  for (int i = 0; i < 300 && newcomer.find("] step ") == std::string::npos; ++i) {
+    ::usleep(100000);
+    newcomer = read_file(dir.path() + "/newcomer.log");
+  }
+  const std::string text = run.log();
+  run_command("pkill -KILL -f '[g]ossip-peer --config " + yaml + " --join'", 10);
+  run.stop();
+  EXPECT_NE(outsider.exit_code, 0);
+  EXPECT_NE(outsider.output.find("cannot join via " + endpoint), std::string::npos) << outsider.output;
+  EXPECT_NE(text.find("refused a connection from 127.0.0.1: key " + peer::read_public_key(other + "/intruder.pub")),
+            std::string::npos) << text;
+  EXPECT_NE(newcomer.find("joined as peer 2"), std::string::npos) << newcomer;
+  EXPECT_NE(newcomer.find("] step "), std::string::npos) << "the newcomer trains with the others\n" << newcomer;
+  EXPECT_NE(text.find("epoch 1: 3 members"), std::string::npos) << text;
+}
+
 TEST(Security, MissingOrMalformedKeyFilesAreClearErrors) {
   TempDir dir;
   EXPECT_THROW(peer::read_keypair(dir.path() + "/none.key"), std::exception);

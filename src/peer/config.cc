@@ -204,6 +204,7 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
     r.read_number("heartbeat_s", a.heartbeat_s, 0, 60);
     r.read_number("dead_after_s", a.dead_after_s, 0.1, 86400);
     r.read_number("chunk_bytes", a.chunk_bytes, 4096, 1 << 30);
+    r.read_number("max_norm_ratio", a.max_norm_ratio, 0, 1e30);
     r.finish();
   }
   static const std::pair<const char*, Algorithm> kinds[] = {{"none", Algorithm::kNone},
@@ -237,6 +238,7 @@ void parse_data(MapReader& top, RunConfig& cfg) {
     s.read_number("test", c.synthetic_test, 1, 1e8);
     s.read_number("dims", c.synthetic_dims, 1, 1e6);
     s.read_number("classes", c.synthetic_classes, 2, 1e5);
+    s.read_number("noise", c.synthetic_noise, 0, 1e6);
     s.finish();
   }
   d.finish();

@@ -37,6 +37,7 @@ struct AlgorithmConfig {
   double heartbeat_s = 0.25;          // every member gets a heartbeat this often
   double dead_after_s = 3;            // a member with no heartbeat this long is removed from the run
   int64_t chunk_bytes = 1 << 20;      // payload frames are at most this large
+  double max_norm_ratio = 10;         // gossip: a neighbour's values this many times our norm are not mixed (0 = off)
 };
 
 struct DataConfig {
@@ -49,6 +50,7 @@ struct DataConfig {
   int synthetic_test = 1000;
   int synthetic_dims = 32;
   int synthetic_classes = 4;
+  double synthetic_noise = 1.0;                   // standard deviation around each class centre
 };
 
 struct TrainConfig {

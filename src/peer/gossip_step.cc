@@ -1,7 +1,10 @@
 #include "peer/gossip_step.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
+
+#include "common/log.h"
 
 namespace gossip::peer {
 namespace {
@@ -34,9 +37,26 @@ void fold_span(float self, const float* __restrict src, float* __restrict dst, s
 
 }  // namespace
 
+double sum_squares(const float* v, size_t n) {
+  double total = 0;
+  for (size_t begin = 0; begin < n; begin += 4096) {  // float partial sums, added up in double
+    const size_t end = std::min(n, begin + 4096);
+    float s = 0;
+#pragma omp simd reduction(+ : s)
+    for (size_t i = begin; i < end; ++i) s += v[i] * v[i];
+    total += s;
+  }
+  return total;
+}
+
 GossipStep::GossipStep(Transport& transport, topology::Graph graph, size_t floats, size_t chunk_floats,
-                       double timeout_s)
-    : t_(&transport), graph_(std::move(graph)), floats_(floats), chunk_floats_(chunk_floats), timeout_s_(timeout_s) {}
+                       double timeout_s, double max_norm_ratio)
+    : t_(&transport),
+      graph_(std::move(graph)),
+      floats_(floats),
+      chunk_floats_(chunk_floats),
+      timeout_s_(timeout_s),
+      max_norm_ratio_(max_norm_ratio) {}
 
 void GossipStep::step(uint64_t round, const float* in, float* out) {
   const topology::Neighbours nb = topology::neighbours(graph_, t_->size(), t_->rank(), static_cast<int64_t>(round));
@@ -58,6 +78,22 @@ void GossipStep::step(uint64_t round, const float* in, float* out) {
     readers.emplace_back(*t_, nb.in[k].peer, ref, 0, floats_, timeout_s_);
     weights[k] = static_cast<float>(nb.in[k].weight);
   }
+  std::vector<bool> reported(deg, false);
+  // An outlier chunk (norm far beyond ours over the same span) is treated like a NaN chunk.
+  auto screen = [&](size_t k) {
+    InMessage& m = *current[k];
+    if (max_norm_ratio_ <= 0 || !m.finite || m.count == 0 || m.header.offset + m.count > floats_) return;
+    const double theirs = sum_squares(m.data, m.count);
+    const double ours = sum_squares(in + m.header.offset, m.count);
+    const double limit = max_norm_ratio_ * max_norm_ratio_ * (ours + 0.01 * double(m.count));
+    if (theirs <= limit) return;
+    m.finite = false;
+    if (!reported[k]) {
+      reported[k] = true;
+      log("peer ", t_->rank(), ": ", t_->describe(nb.in[k].peer), " sent values with norm ", std::sqrt(theirs),
+          " against this peer's ", std::sqrt(ours), " over the same floats (round ", round, "): an outlier, not mixed in");
+    }
+  };
   size_t pos = 0;
   do {  // at least once: a zero-length vector still arrives as one empty chunk per neighbour
     size_t span = floats_ - pos;
@@ -66,6 +102,7 @@ void GossipStep::step(uint64_t round, const float* in, float* out) {
         current[k] = readers[k].next();
         used[k] = 0;
         if (!current[k]) break;  // vector complete (only for the empty vector here)
+        screen(k);
       }
       span = current[k] ? std::min(span, current[k]->count - used[k]) : 0;
     }

@@ -11,7 +11,10 @@ namespace gossip::peer {
 
 class GossipStep {
  public:
-  GossipStep(Transport& transport, topology::Graph graph, size_t floats, size_t chunk_floats, double timeout_s);
+  // max_norm_ratio > 0: a neighbour's chunk whose norm exceeds that many times this peer's own
+  // values over the same span (plus a small floor) is an outlier: reported and not mixed in.
+  GossipStep(Transport& transport, topology::Graph graph, size_t floats, size_t chunk_floats, double timeout_s,
+             double max_norm_ratio = 0);
   // out ← W_ii·in + Σ_j W_ij·x_j (host memory, `in` and `out` distinct). `in` is sent zero-copy
   // and read while the neighbours' chunks are folded into `out`; step() returns once the
   // transport has released it, so the caller may then reuse it.
@@ -23,6 +26,10 @@ class GossipStep {
   size_t floats_;
   size_t chunk_floats_;
   double timeout_s_;
+  double max_norm_ratio_;
 };
+
+// Σ v_i² (vectorised).
+double sum_squares(const float* v, size_t n);
 
 }  // namespace gossip::peer

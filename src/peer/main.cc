@@ -60,6 +60,8 @@ int run(int argc, char** argv) {
   flags.add_string("rendezvous", "directory where peers bound to port 0 publish their endpoints", std::nullopt);
   flags.add_string("join", "join a running run through this live peer's endpoint (tcp://HOST:PORT)", std::nullopt);
   flags.add_string("bind", "with --join: this peer's own endpoint", "tcp://127.0.0.1:0");
+  flags.add_string("key", "with --join and security: this peer's key pair (made by gossip-keygen; its .pub allowed)", std::nullopt);
+  flags.add_string("join-key", "with --join and security: the contact's public key file", std::nullopt);
   flags.add_bool("resume", "continue from the newest checkpoint every peer has (checkpoint.dir)");
   flags.add_bool("help", "print this help");
   flags.parse(argc, argv);
@@ -117,9 +119,14 @@ int run(int argc, char** argv) {
     if (flags.has("rendezvous")) opt.rendezvous_dir = flags.get_string("rendezvous");
     opt.max_chunk_bytes = static_cast<size_t>(cfg.algorithm.chunk_bytes);
     opt.connect_timeout_s = cfg.algorithm.timeout_s;
-    if (!cfg.keys_dir.empty() && joining)
-      throw gossip::Error(cfg.file, "joining a run with 'security' is not supported yet (the members would need the joiner's key)");
-    if (!cfg.keys_dir.empty()) {  // CurveZMQ on every socket, allow-list = every *.pub there
+    if (!cfg.keys_dir.empty() && joining) {  // CurveZMQ: the members learn our key from the join
+      if (!flags.has("key") || !flags.has("join-key"))
+        throw gossip::Error("gossip-peer", cfg.file + " uses security: --join also needs --key (ours) and --join-key (the contact's)");
+      const gossip::peer::KeyPair own = gossip::peer::read_keypair(flags.get_string("key"));
+      opt.curve_public = own.public_key;
+      opt.curve_secret = own.secret_key;
+      opt.allowed_keys = gossip::peer::read_allowed_keys(cfg.keys_dir);
+    } else if (!cfg.keys_dir.empty()) {  // CurveZMQ on every socket, allow-list = every *.pub there
       const gossip::peer::KeyPair own = gossip::peer::read_keypair(cfg.keys_dir + "/peer-" + std::to_string(rank) + ".key");
       opt.curve_public = own.public_key;
       opt.curve_secret = own.secret_key;
@@ -136,13 +143,17 @@ int run(int argc, char** argv) {
   if (transport) {
     transport->set_max_total_floats(trainer->model().num_params() + 16);
     gossip::peer::View initial;
-    for (const auto& p : cfg.peers.list) initial.members.push_back({p.id, p.endpoint});
+    for (const auto& p : cfg.peers.list)
+      initial.members.push_back({p.id, p.endpoint, cfg.keys_dir.empty() || joining ? std::string() :
+                                     gossip::peer::read_public_key(cfg.keys_dir + "/peer-" + std::to_string(p.id) + ".pub")});
     initial.next_id = n;
     std::optional<gossip::peer::Welcome> welcome;
     const auto join_started = std::chrono::steady_clock::now();
     if (joining) {
-      welcome = gossip::peer::Membership::join(*transport, flags.get_string("join"), transport->bound_endpoint(),
-                                               cfg.algorithm.timeout_s);
+      const std::string contact_key = flags.has("join-key") ? gossip::peer::read_public_key(flags.get_string("join-key")) : "";
+      const std::string own_key = flags.has("key") ? gossip::peer::read_keypair(flags.get_string("key")).public_key : "";
+      welcome = gossip::peer::Membership::join(*transport, flags.get_string("join"), contact_key, transport->bound_endpoint(),
+                                               own_key, cfg.algorithm.timeout_s);
       initial = welcome->view;
       rank = initial.rank_of(welcome->id);
       gossip::set_log_prefix("[peer " + std::to_string(welcome->id) + "] ");

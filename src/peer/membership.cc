@@ -39,7 +39,7 @@ View next_view(const View& v, const std::set<int>& gone, const std::set<JoinRequ
   next.next_id = v.next_id;
   for (const Member& m : v.members)
     if (!gone.count(m.id)) next.members.push_back(m);
-  for (const JoinRequest& j : joins) next.members.push_back({next.next_id++, j.endpoint});
+  for (const JoinRequest& j : joins) next.members.push_back({next.next_id++, j.endpoint, j.key});
   return next;
 }
 
@@ -89,7 +89,17 @@ std::optional<InMessage> ViewTransport::receive(const MatchKey& key, Clock::time
     std::lock_guard<std::mutex> lock(mutex_);
     k.epoch = view_.epoch;
   }
-  return inner_->receive(k, deadline);
+  for (;;) {
+    try {
+      return inner_->receive(k, deadline);
+    } catch (const MembershipInterrupt&) {
+      // An interrupt raised for something already settled (a suspicion that raced with the
+      // view change removing that peer) must not abandon this receive: only a real change does.
+      if (!filter_ || filter_()) throw;
+      inner_->mailbox().acknowledge();
+      if (filter_()) throw;  // arrived between the check and the acknowledgement
+    }
+  }
 }
 
 bool ViewTransport::ready(const MatchKey& key) {
@@ -121,8 +131,7 @@ int ViewTransport::self_id() const {
 }
 
 void ViewTransport::set_view(View view, int self_id) {
-  std::vector<std::pair<int, std::string>> members;
-  for (const Member& m : view.members) members.emplace_back(m.id, m.endpoint);
+  const std::vector<PeerAddress> members = view.members;
   const uint32_t epoch = view.epoch;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -136,9 +145,14 @@ void ViewTransport::set_view(View view, int self_id) {
 // ---- Membership ----
 
 Membership::Membership(ZmqTransport& zmq, ViewTransport& view, double timeout_s)
-    : zmq_(&zmq), view_(&view), timeout_s_(timeout_s) {}
+    : zmq_(&zmq), view_(&view), timeout_s_(timeout_s) {
+  view.set_change_filter([this] { return pending(); });
+}
 
 bool Membership::pending() {
+  const View v = view_->view();
+  while (auto note = zmq_->mailbox().take_any({MessageKind::kSuspect}, Clock::now()))
+    if (v.rank_of(static_cast<int>(note->header.sender)) >= 0) deferred_.push_back(std::move(*note));
   if (!deferred_.empty()) return true;
   for (MessageKind k : kChangeKinds)
     if (zmq_->mailbox().has_kind(k)) return true;
@@ -196,6 +210,7 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
         log("peer ", me, ": dropped a malformed join request");
         return;
       }
+      in >> j.key;  // with CurveZMQ the comm thread checked it is the key the joiner proved it holds
       j.via = me;
       if (!joins.count(j.nonce)) log("peer ", me, ": join request from ", j.endpoint);
       joins.emplace(j.nonce, j);
@@ -221,6 +236,7 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
       } else if (word == "join") {
         JoinRequest j;
         ok &= static_cast<bool>(f >> j.nonce >> j.endpoint >> j.via);
+        f >> j.key;  // optional
         if (ok) {
           joins.emplace(j.nonce, j);
           p.joins.insert(j.nonce);
@@ -259,7 +275,8 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
       text << "round " << round << "\ngone";
       for (int id : mine.gone) text << ' ' << id;
       text << '\n';
-      for (uint64_t n : mine.joins) text << "join " << n << ' ' << joins[n].endpoint << ' ' << joins[n].via << '\n';
+      for (uint64_t n : mine.joins)
+        text << "join " << n << ' ' << joins[n].endpoint << ' ' << joins[n].via << ' ' << joins[n].key << '\n';
       for (const Member& m : v.members)
         if (m.id != me && !mine.gone.count(m.id)) send_text(m.id, MessageKind::kView, v.epoch, round, text.str());
       sent = mine;
@@ -309,16 +326,16 @@ void Membership::send_welcome(const ViewChange& change, const JoinRequest& joine
   std::ostringstream text;
   text << "epoch " << v.epoch << "\nid " << id << "\ncontact " << view_->self_id() << "\nround " << change.resume_round
        << "\ntotal " << total_steps << "\nnext " << v.next_id << '\n';
-  for (const Member& m : v.members) text << "member " << m.id << ' ' << zmq_->endpoint_of(m.id) << '\n';
+  for (const Member& m : v.members) text << "member " << m.id << ' ' << zmq_->endpoint_of(m.id) << ' ' << m.key << '\n';
   send_text(id, MessageKind::kWelcome, v.epoch, static_cast<uint64_t>(change.resume_round), text.str());
 }
 
-Welcome Membership::join(ZmqTransport& zmq, const std::string& contact, const std::string& own_endpoint,
-                         double timeout_s) {
+Welcome Membership::join(ZmqTransport& zmq, const std::string& contact, const std::string& contact_key,
+                         const std::string& own_endpoint, const std::string& own_key, double timeout_s) {
   std::random_device rd;
   const uint64_t nonce = (uint64_t(rd()) << 32 | rd()) & ((1ull << 62) - 1);
   const auto started = Clock::now();
-  zmq.send_join(contact, "join " + std::to_string(nonce) + " " + own_endpoint + "\n", nonce);
+  zmq.send_join(contact, contact_key, "join " + std::to_string(nonce) + " " + own_endpoint + " " + own_key + "\n", nonce);
   log("joining via ", contact, " as ", own_endpoint);
   const auto deadline = started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   std::optional<InMessage> m = zmq.mailbox().take_any({MessageKind::kWelcome}, deadline);
@@ -327,20 +344,24 @@ Welcome Membership::join(ZmqTransport& zmq, const std::string& contact, const st
                                    " s (is a peer of this run listening there? is our key allowed?)");
   Welcome w;
   std::istringstream in(text_of(*m));
-  std::string word;
+  std::string line;
   bool ok = true;
-  while (in >> word) {
-    if (word == "epoch") ok &= static_cast<bool>(in >> w.view.epoch);
-    else if (word == "id") ok &= static_cast<bool>(in >> w.id);
-    else if (word == "contact") ok &= static_cast<bool>(in >> w.contact_id);
-    else if (word == "round") ok &= static_cast<bool>(in >> w.round);
-    else if (word == "total") ok &= static_cast<bool>(in >> w.total_steps);
-    else if (word == "next") ok &= static_cast<bool>(in >> w.view.next_id);
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string word;
+    f >> word;
+    if (word == "epoch") ok &= static_cast<bool>(f >> w.view.epoch);
+    else if (word == "id") ok &= static_cast<bool>(f >> w.id);
+    else if (word == "contact") ok &= static_cast<bool>(f >> w.contact_id);
+    else if (word == "round") ok &= static_cast<bool>(f >> w.round);
+    else if (word == "total") ok &= static_cast<bool>(f >> w.total_steps);
+    else if (word == "next") ok &= static_cast<bool>(f >> w.view.next_id);
     else if (word == "member") {
       Member mem;
-      ok &= static_cast<bool>(in >> mem.id >> mem.endpoint);
+      ok &= static_cast<bool>(f >> mem.id >> mem.endpoint);
+      f >> mem.key;
       w.view.members.push_back(mem);
-    } else {
+    } else if (!word.empty()) {
       ok = false;
     }
   }

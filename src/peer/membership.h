@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -23,10 +24,7 @@ namespace gossip::peer {
 
 class ZmqTransport;
 
-struct Member {
-  int id = 0;
-  std::string endpoint;
-};
+using Member = PeerAddress;
 
 struct View {
   uint32_t epoch = 0;
@@ -39,6 +37,7 @@ struct JoinRequest {
   uint64_t nonce = 0;  // chosen by the joiner; orders concurrent joins
   std::string endpoint;
   int via = -1;        // the member it asked, which welcomes it
+  std::string key;     // its CurveZMQ public key (Z85), when the run uses keys
   bool operator<(const JoinRequest& o) const { return nonce < o.nonce; }
 };
 
@@ -63,6 +62,9 @@ class ViewTransport final : public Transport {
   View view() const;
   int self_id() const;
   void set_view(View view, int self_id);  // also tells the ZmqTransport whom to watch
+  // Consulted when a receive is interrupted: true when a real membership change waits (the
+  // receive then throws MembershipInterrupt), false for a stale one (it goes on waiting).
+  void set_change_filter(std::function<bool()> filter) { filter_ = std::move(filter); }
   int id_of(int rank) const;
 
  private:
@@ -70,6 +72,7 @@ class ViewTransport final : public Transport {
   mutable std::mutex mutex_;
   View view_;    // guarded by mutex_ (the comm thread reads it for status replies)
   int self_id_;  // guarded by mutex_
+  std::function<bool()> filter_;  // training thread only
 };
 
 struct ViewChange {
@@ -93,7 +96,8 @@ class Membership {
   // is an error).
   Membership(ZmqTransport& zmq, ViewTransport& view, double timeout_s);
 
-  // True when a view-change event waits (never blocks).
+  // True when a view-change event waits (never blocks). Suspicions of peers that are no longer
+  // members are discarded here.
   bool pending();
   // Takes part in the view change; `round` = the next round this peer would communicate in.
   // nullopt when the events turned out to change nothing (e.g. a suspicion of a former member).
@@ -103,9 +107,10 @@ class Membership {
   // To a joiner (after agree): the view, its id, the start round and the run's length.
   void send_welcome(const ViewChange& change, const JoinRequest& joiner, int64_t total_steps);
 
-  // Joiner side: asks `contact` (a live member's endpoint) and waits for the welcome.
-  static Welcome join(ZmqTransport& zmq, const std::string& contact, const std::string& own_endpoint,
-                      double timeout_s);
+  // Joiner side: asks `contact` (a live member's endpoint; `contact_key` its public key when the
+  // run uses CurveZMQ, `own_key` ours) and waits for the welcome.
+  static Welcome join(ZmqTransport& zmq, const std::string& contact, const std::string& contact_key,
+                      const std::string& own_endpoint, const std::string& own_key, double timeout_s);
 
  private:
   struct Proposal {

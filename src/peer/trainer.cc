@@ -17,7 +17,8 @@ namespace gossip::peer {
 model::TrainTest load_data(const DataConfig& c, uint64_t seed) {
   model::TrainTest tt;
   if (c.dataset == "synthetic") {
-    tt = model::make_synthetic(c.synthetic_train, c.synthetic_test, c.synthetic_dims, c.synthetic_classes, seed);
+    tt = model::make_synthetic(c.synthetic_train, c.synthetic_test, c.synthetic_dims, c.synthetic_classes, seed,
+                               c.synthetic_noise);
   } else {
     tt = model::load_fashion_mnist(c.dir);
   }

@@ -55,6 +55,13 @@ struct MatchKey {
 // fell silent, asked to join or leave): the caller abandons the round and takes part in the change.
 struct MembershipInterrupt {};
 
+// Where a peer is reached: its stable id, endpoint and (with CurveZMQ) public key in Z85.
+struct PeerAddress {
+  int id = 0;
+  std::string endpoint;
+  std::string key;
+};
+
 struct TransportStats {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;

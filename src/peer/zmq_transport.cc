@@ -54,6 +54,7 @@ ZmqTransport::ZmqTransport(ZmqTransportOptions options)
   for (size_t i = 0; i < options_.endpoints.size(); ++i) {
     endpoints_[static_cast<int>(i)] = options_.endpoints[i];
     members_.push_back(static_cast<int>(i));
+    if (i < options_.peer_public_keys.size()) keys_[static_cast<int>(i)] = options_.peer_public_keys[i];
   }
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) throw Error("transport", std::string("eventfd: ") + std::strerror(errno));
@@ -86,24 +87,26 @@ int ZmqTransport::size() const {
   return endpoints_.empty() ? 0 : endpoints_.rbegin()->first + 1;
 }
 
-void ZmqTransport::set_members(const std::vector<std::pair<int, std::string>>& members, uint32_t epoch) {
+void ZmqTransport::set_members(const std::vector<PeerAddress>& members, uint32_t epoch) {
   epoch_ = epoch;
   {
     std::lock_guard<std::mutex> lock(peers_mutex_);
     members_.clear();
-    for (const auto& [id, ep] : members) {
-      endpoints_[id] = ep;
-      members_.push_back(id);
+    for (const PeerAddress& m : members) {
+      endpoints_[m.id] = m.endpoint;
+      if (!m.key.empty()) keys_[m.id] = m.key;
+      members_.push_back(m.id);
     }
     ++members_version_;
   }
   wake();
 }
 
-void ZmqTransport::send_join(const std::string& contact, const std::string& json, uint64_t nonce) {
+void ZmqTransport::send_join(const std::string& contact, const std::string& contact_key, const std::string& text,
+                             uint64_t nonce) {
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
-    joins_.emplace_back(contact, std::to_string(nonce) + "\n" + json);
+    joins_.push_back({contact, contact_key, text, nonce});
   }
   wake();
 }
@@ -229,7 +232,14 @@ bool ZmqTransport::connect(Link& link, int peer) {
   // heartbeat to a peer that is gone can be dropped at shutdown instead of lingering in ZeroMQ.
   dealer.set(zmq::sockopt::immediate, true);
   if (!options_.curve_secret.empty()) {
-    dealer.set(zmq::sockopt::curve_serverkey, options_.peer_public_keys.at(peer));
+    std::string key;
+    {
+      std::lock_guard<std::mutex> lock(peers_mutex_);
+      auto it = keys_.find(peer);
+      if (it != keys_.end()) key = it->second;
+    }
+    if (key.empty()) throw Error("peer " + std::to_string(rank()), "no public key for peer " + std::to_string(peer));
+    dealer.set(zmq::sockopt::curve_serverkey, key);
     dealer.set(zmq::sockopt::curve_publickey, options_.curve_public);
     dealer.set(zmq::sockopt::curve_secretkey, options_.curve_secret);
   }
@@ -296,8 +306,17 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
       } else if (!problem && h.kind == static_cast<uint16_t>(MessageKind::kControlReply)) {
         problem = "a control reply (peers never ask)";
       } else if (!problem && h.kind == static_cast<uint16_t>(MessageKind::kJoin)) {
-        if (who.rfind("j", 0) != 0) problem = "a join request from a member connection";
-        else if (h.payload_bytes > 4096) problem = "a join request of " + std::to_string(h.payload_bytes) + " bytes";
+        if (who.rfind("j", 0) != 0) {
+          problem = "a join request from a member connection";
+        } else if (h.payload_bytes > 4096) {
+          problem = "a join request of " + std::to_string(h.payload_bytes) + " bytes";
+        } else if (!options_.curve_secret.empty()) {
+          // The key the joiner claims must be the one it proved it holds (ZAP's user id).
+          const char* user = frames[0].gets("User-Id");
+          const std::string text(static_cast<const char*>(frames[1].data()), frames[1].size());
+          if (!user || text.find(std::string(" ") + user) == std::string::npos)
+            problem = "a join request claiming a key it did not authenticate with";
+        }
       } else if (!problem) {
         if (h.sender >= (1u << 24) || who != "r" + std::to_string(h.sender))
           problem = "sender field " + std::to_string(h.sender) + " does not match the connection";
@@ -434,6 +453,7 @@ void ZmqTransport::answer_zap(zmq::socket_t& zap) {
   } while (zap.get(zmq::sockopt::rcvmore));
   if (f.size() < 6) return;
   bool allowed = false;
+  std::string user_id;
   std::string why = "mechanism " + f[5].to_string();
   if (f[5].to_string() == "CURVE" && f.size() >= 7 && f[6].size() == 32) {
     char z85[41];
@@ -441,13 +461,14 @@ void ZmqTransport::answer_zap(zmq::socket_t& zap) {
     allowed = std::find(options_.allowed_keys.begin(), options_.allowed_keys.end(), std::string(z85)) !=
               options_.allowed_keys.end();
     why = "key " + std::string(z85) + " is not on the allow-list";
+    user_id = z85;
   }
   if (!allowed) log("peer ", rank(), ": refused a connection from ", f[3].to_string(), ": ", why);
   zap.send(zmq::str_buffer("1.0"), zmq::send_flags::sndmore);
   zap.send(f[1], zmq::send_flags::sndmore);
   zap.send(zmq::buffer(std::string(allowed ? "200" : "400")), zmq::send_flags::sndmore);
   zap.send(zmq::buffer(std::string(allowed ? "OK" : "not allowed")), zmq::send_flags::sndmore);
-  zap.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
+  zap.send(zmq::buffer(allowed ? user_id : std::string()), zmq::send_flags::sndmore);  // user id: the key
   zap.send(zmq::str_buffer(""), zmq::send_flags::none);
 }
 
@@ -473,7 +494,7 @@ void ZmqTransport::comm_loop(zmq::socket_t& router, zmq::socket_t* zap) {
       uint64_t count;
       [[maybe_unused]] ssize_t n = ::read(wake_fd_, &count, sizeof(count));
     }
-    std::deque<std::pair<std::string, std::string>> joins;
+    std::deque<PendingJoin> joins;
     {
       std::lock_guard<std::mutex> lock(queue_mutex_);
       while (!queue_.empty()) {
@@ -483,12 +504,17 @@ void ZmqTransport::comm_loop(zmq::socket_t& router, zmq::socket_t* zap) {
       }
       joins.swap(joins_);
     }
-    for (auto& [contact, frame] : joins) {  // "nonce\njson": a one-off connection per request
-      const std::string nonce = frame.substr(0, frame.find('\n')), json = pad_text(frame.substr(frame.find('\n') + 1));
+    for (const PendingJoin& j : joins) {  // a one-off connection per request
+      const std::string json = pad_text(j.text);
       zmq::socket_t dealer(context_, zmq::socket_type::dealer);
-      dealer.set(zmq::sockopt::routing_id, "j" + nonce);
+      dealer.set(zmq::sockopt::routing_id, "j" + std::to_string(j.nonce));
       dealer.set(zmq::sockopt::linger, 1000);
-      dealer.connect(contact);
+      if (!options_.curve_secret.empty()) {
+        dealer.set(zmq::sockopt::curve_serverkey, j.contact_key);
+        dealer.set(zmq::sockopt::curve_publickey, options_.curve_public);
+        dealer.set(zmq::sockopt::curve_secretkey, options_.curve_secret);
+      }
+      dealer.connect(j.contact);
       Header h;
       h.kind = static_cast<uint16_t>(MessageKind::kJoin);
       h.payload_bytes = static_cast<uint32_t>(json.size());

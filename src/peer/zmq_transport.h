@@ -36,7 +36,8 @@ struct ZmqTransportOptions {
   double heartbeat_interval_s = 0.25;
   double heartbeat_timeout_s = 3;
   // CurveZMQ (all empty = plain TCP/IPC): this peer's key pair, every peer's public key by rank,
-  // and the public keys allowed to connect (checked by a ZAP handler on the comm thread).
+  // and the public keys allowed to connect (checked by a ZAP handler on the comm thread). Keys of
+  // peers that join later come with the view (set_members).
   std::string curve_public, curve_secret;
   std::vector<std::string> peer_public_keys;
   std::vector<std::string> allowed_keys;
@@ -76,9 +77,9 @@ class ZmqTransport final : public Transport {
   // The members (id, endpoint) to heartbeat and watch; links to anyone else are closed, dropping
   // what was queued for them. Endpoints of new ids are remembered.
   // `epoch` is the view's: view-change messages of older epochs are dropped from then on.
-  void set_members(const std::vector<std::pair<int, std::string>>& members, uint32_t epoch);
+  void set_members(const std::vector<PeerAddress>& members, uint32_t epoch);
   // A joiner's request, sent to any live member over a one-off "j<nonce>" connection.
-  void send_join(const std::string& contact, const std::string& json, uint64_t nonce);
+  void send_join(const std::string& contact, const std::string& contact_key, const std::string& text, uint64_t nonce);
   // Membership messages (view changes, joins, welcomes, suspicions) wait here for the training
   // thread, which also acknowledges the interrupt they raise.
   Mailbox& mailbox() { return mailbox_; }
@@ -116,7 +117,12 @@ class ZmqTransport final : public Transport {
   std::map<int, std::string> endpoints_;        // guarded by peers_mutex_: every id ever known
   std::vector<int> members_;                    // guarded by peers_mutex_: the current members
   uint64_t members_version_ = 0;                // guarded by peers_mutex_
-  std::deque<std::pair<std::string, std::string>> joins_;  // guarded by queue_mutex_: (contact, frame)
+  struct PendingJoin {
+    std::string contact, contact_key, text;
+    uint64_t nonce;
+  };
+  std::deque<PendingJoin> joins_;               // guarded by queue_mutex_
+  std::map<int, std::string> keys_;             // guarded by peers_mutex_: public keys by id
   // Comm thread only:
   std::map<int, Link> links_;
   std::map<int, Clock::time_point> heard_;      // last message from each id
