@@ -190,6 +190,24 @@ TEST(Elastic, PushSumSurvivesAJoinAndACrash) {
   for (double x : acc) EXPECT_GE(x, 0.8) << out << j;
 }
 
+// A joiner with another model shape is refused by its contact, with a reason, at once.
+TEST(Elastic, JoinerWithAnotherModelShapeIsRefused) {
+  TempDir dir;
+  const std::string y = dir.write("two.yaml", yaml(2, 200));
+  std::string other = yaml(2, 200);
+  other.replace(other.find("hidden: [32]"), 12, "hidden: [48]");
+  const std::string y2 = dir.write("other.yaml", other);
+  testing::BackgroundRun run(y, dir.path() + "/run.log");
+  const std::string contact = run.peer0_endpoint();
+  ASSERT_FALSE(contact.empty()) << run.log();
+  const testing::CommandResult r =
+      run_command(testing::bin("gossip-peer") + " --config " + y2 + " --join " + contact, 60);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("refused: its model has"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 20) << "refused, not left to time out";
+  EXPECT_NE(run.log().find("refused the join request"), std::string::npos) << run.log();
+}
+
 TEST(Elastic, JoiningThroughADeadEndpointIsAClearError) {
   TempDir dir;
   const std::string y = dir.write("four.yaml", yaml(4, 1, 3));

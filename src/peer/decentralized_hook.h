@@ -40,6 +40,7 @@ class DecentralizedHook final : public StepHook {
   bool finish(model::Mlp& model) override;
   bool view_changed(int* rank, int* n) override;
   bool stop_requested() override { return left_; }
+  uint32_t membership_epoch() override { return t_->epoch(); }
   // Graceful leave: at the next step this peer tells the others and stops (any thread may set it).
   void set_leave_flag(const std::atomic<bool>* flag) { leave_flag_ = flag; }
   // A joiner: the first round it communicates in, and the run's length (for the welcomes it

@@ -153,18 +153,21 @@ int run(int argc, char** argv) {
       const std::string contact_key = flags.has("join-key") ? gossip::peer::read_public_key(flags.get_string("join-key")) : "";
       const std::string own_key = flags.has("key") ? gossip::peer::read_keypair(flags.get_string("key")).public_key : "";
       welcome = gossip::peer::Membership::join(*transport, flags.get_string("join"), contact_key, transport->bound_endpoint(),
-                                               own_key, cfg.algorithm.timeout_s);
+                                               own_key, trainer->model().num_params(), cfg.algorithm.timeout_s);
       initial = welcome->view;
       rank = initial.rank_of(welcome->id);
       gossip::set_log_prefix("[peer " + std::to_string(welcome->id) + "] ");
     }
     view = std::make_unique<gossip::peer::ViewTransport>(*transport, initial, joining ? welcome->id : rank);
     if (joining) view->set_view(initial, welcome->id);
-    membership = std::make_unique<gossip::peer::Membership>(*transport, *view, cfg.algorithm.timeout_s);
+    membership = std::make_unique<gossip::peer::Membership>(*transport, *view, cfg.algorithm.timeout_s,
+                                                            trainer->model().num_params());
     hook = std::make_unique<gossip::peer::DecentralizedHook>(cfg, *view, trainer->model().num_params(), membership.get());
     hook->set_leave_flag(&g_leave);
     if (joining) {
+      view->suspend_interrupts(true);
       hook->receive_start_model(trainer->model(), initial.rank_of(welcome->contact_id), welcome->round);
+      view->suspend_interrupts(false);
       trainer->start_at(welcome->round, welcome->total_steps);
       trainer->reshard(rank, view->size());
       hook->start_at(welcome->round);
@@ -173,6 +176,7 @@ int run(int argc, char** argv) {
                   "), starting at step ", welcome->round, ", ", static_cast<int>(ms), " ms after the join request");
     }
     hook->set_total_steps(trainer->total_steps());
+    membership->set_total_steps(trainer->total_steps());
     gossip::peer::ControlInfo info{rank, view->size(), trainer->total_steps(), gossip::peer::algorithm_name(cfg.algorithm.kind),
                                    cfg.topology, trainer->model().num_params()};
     control = std::make_unique<gossip::peer::ControlState>(info, view.get());

@@ -1,6 +1,7 @@
 #include "peer/membership.h"
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -17,6 +18,20 @@ std::string text_of(const InMessage& m) {
   std::string t(reinterpret_cast<const char*>(m.data), m.count * sizeof(float));
   while (!t.empty() && t.back() == ' ') t.pop_back();
   return t;
+}
+
+// Calls f(word, rest) for every non-empty line "word rest..." of `text`; false when any call is.
+template <class F>
+bool each_line(const std::string& text, F&& f) {
+  std::istringstream in(text);
+  std::string line;
+  bool ok = true;
+  while (std::getline(in, line)) {
+    std::istringstream rest(line);
+    std::string word;
+    if (rest >> word) ok &= f(word, rest);
+  }
+  return ok;
 }
 
 std::string describe(const std::set<int>& ids) {
@@ -95,9 +110,9 @@ std::optional<InMessage> ViewTransport::receive(const MatchKey& key, Clock::time
     } catch (const MembershipInterrupt&) {
       // An interrupt raised for something already settled (a suspicion that raced with the
       // view change removing that peer) must not abandon this receive: only a real change does.
-      if (!filter_ || filter_()) throw;
+      if (!suspended_ && (!filter_ || filter_())) throw;
       inner_->mailbox().acknowledge();
-      if (filter_()) throw;  // arrived between the check and the acknowledgement
+      if (!suspended_ && filter_ && filter_()) throw;  // arrived between the check and the acknowledgement
     }
   }
 }
@@ -144,8 +159,8 @@ void ViewTransport::set_view(View view, int self_id) {
 
 // ---- Membership ----
 
-Membership::Membership(ZmqTransport& zmq, ViewTransport& view, double timeout_s)
-    : zmq_(&zmq), view_(&view), timeout_s_(timeout_s) {
+Membership::Membership(ZmqTransport& zmq, ViewTransport& view, double timeout_s, size_t num_params)
+    : zmq_(&zmq), view_(&view), timeout_s_(timeout_s), num_params_(num_params) {
   view.set_change_filter([this] { return pending(); });
 }
 
@@ -182,6 +197,32 @@ void Membership::announce_leave(int64_t round) {
   log("peer ", me, ": leaving the run at round ", round, " (told ", v.members.size() - 1, " members)");
 }
 
+namespace {
+
+// The proposal text: round, gone ids, joins, and whether the sender is ready to decide on it.
+std::string proposal_text(int64_t round, const std::set<int>& gone, const std::set<uint64_t>& join_ids,
+                          const std::map<uint64_t, JoinRequest>& joins, bool ready) {
+  std::ostringstream text;
+  text << "round " << round << "\ngone";
+  for (int id : gone) text << ' ' << id;
+  text << '\n';
+  for (uint64_t n : join_ids) {
+    const JoinRequest& j = joins.at(n);
+    text << "join " << n << ' ' << j.endpoint << ' ' << j.via << ' ' << j.key << '\n';
+  }
+  text << "ready " << (ready ? 1 : 0) << '\n';
+  return text.str();
+}
+
+}  // namespace
+
+// Agreement in two phases, so no member can decide on a set another member is still growing:
+// (1) merge proposals (union) until every member's latest proposal equals ours, then say
+// "ready"; (2) decide once every member's latest message is "ready" with that same set. A member
+// only grows its set while not ready — new joins after "ready" wait for the next change — so once
+// all are ready on a set nobody can leave it. Suspicions still get in (a silent member would block
+// phase 2 forever); a member that decided answers a late proposal of the old epoch with its
+// decision (tag 1), which the late one adopts.
 std::optional<ViewChange> Membership::agree(int64_t round) {
   const View v = view_->view();
   const int me = view_->self_id();
@@ -190,31 +231,85 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
   box.acknowledge();
   Proposal mine;
   mine.round = round;
+  bool ready = false;
   std::map<uint64_t, JoinRequest> joins;
-  std::map<int, Proposal> latest;  // each member's newest proposal of this epoch
+  struct Latest {
+    Proposal p;
+    bool ready = false;
+  };
+  std::map<int, Latest> latest;  // each member's newest message of this epoch
+  std::optional<Proposal> decided;  // adopted from a member that decided already
   bool any_view_message = false;
-  std::vector<InMessage> later;
+  std::vector<InMessage> later, local;  // later: next epoch's; local: our own events (joins, suspicions)
+
+  // Parses a proposal; false when malformed.
+  auto parse = [&](const std::string& text, Proposal* p, bool* is_ready) {
+    return each_line(text, [&](const std::string& word, std::istringstream& f) {
+      if (word == "round") return static_cast<bool>(f >> p->round);
+      if (word == "gone") {
+        for (int id; f >> id;) p->gone.insert(id);
+        return true;
+      }
+      if (word == "join") {
+        JoinRequest j;
+        if (!(f >> j.nonce >> j.endpoint >> j.via)) return false;
+        f >> j.key;  // optional
+        joins.emplace(j.nonce, j);
+        p->joins.insert(j.nonce);
+        return true;
+      }
+      if (word == "ready") {
+        int r = 0;
+        if (!(f >> r)) return false;
+        *is_ready = r == 1;
+        return true;
+      }
+      return false;
+    });
+  };
 
   auto absorb = [&](const InMessage& m) {
     const auto kind = static_cast<MessageKind>(m.header.kind);
     const int sender = static_cast<int>(m.header.sender);
     if (kind == MessageKind::kSuspect) {
-      if (v.rank_of(sender) >= 0) mine.gone.insert(sender);
+      if (v.rank_of(sender) < 0 || mine.gone.count(sender)) return;
+      mine.gone.insert(sender);
+      ready = false;  // liveness: a silent member would hold phase 2 forever
+      local.push_back(m);
       return;
     }
     std::istringstream in(text_of(m));
     if (kind == MessageKind::kJoin) {
+      if (ready) {  // too late for this change: it starts the next one
+        later.push_back(m);
+        return;
+      }
       JoinRequest j;
       std::string word;
-      if (!(in >> word >> j.nonce >> j.endpoint) || word != "join" || j.endpoint.rfind("tcp://", 0) != 0) {
+      uint64_t params = 0;
+      if (!(in >> word >> j.nonce >> j.endpoint >> params) || word != "join" || j.endpoint.rfind("tcp://", 0) != 0) {
         log("peer ", me, ": dropped a malformed join request");
         return;
       }
       in >> j.key;  // with CurveZMQ the comm thread checked it is the key the joiner proved it holds
       j.via = me;
+      std::string refusal;
+      if (params != num_params_)
+        refusal = "its model has " + std::to_string(params) + " parameters, this run's " + std::to_string(num_params_) +
+                  " (another config?)";
+      else if (total_steps_ > 0 && round + 1 >= total_steps_)
+        refusal = "the run ends at round " + std::to_string(total_steps_);
+      if (!refusal.empty()) {
+        log("peer ", me, ": refused the join request from ", j.endpoint, ": ", refusal);
+        const int address = -1 - refused_++;  // a one-off address: it is no member
+        zmq_->add_endpoint(address, j.endpoint, j.key);
+        send_text(address, MessageKind::kWelcome, v.epoch, 0, "refused " + refusal + "\n");
+        return;
+      }
       if (!joins.count(j.nonce)) log("peer ", me, ": join request from ", j.endpoint);
       joins.emplace(j.nonce, j);
       mine.joins.insert(j.nonce);
+      local.push_back(m);
       return;
     }
     if (m.header.epoch > v.epoch) {  // someone is already in the next change: keep it for then
@@ -223,37 +318,22 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
     }
     if (m.header.epoch < v.epoch || v.rank_of(sender) < 0) return;  // stale or from a non-member
     Proposal p;
-    std::string line;
-    bool ok = true;
-    while (std::getline(in, line)) {
-      std::istringstream f(line);
-      std::string word;
-      f >> word;
-      if (word == "round") {
-        ok &= static_cast<bool>(f >> p.round);
-      } else if (word == "gone") {
-        for (int id; f >> id;) p.gone.insert(id);
-      } else if (word == "join") {
-        JoinRequest j;
-        ok &= static_cast<bool>(f >> j.nonce >> j.endpoint >> j.via);
-        f >> j.key;  // optional
-        if (ok) {
-          joins.emplace(j.nonce, j);
-          p.joins.insert(j.nonce);
-        }
-      } else if (!word.empty()) {
-        ok = false;
-      }
-    }
-    if (!ok) {
+    bool is_ready = false;
+    if (!parse(text_of(m), &p, &is_ready)) {
       log("peer ", me, ": dropped a malformed view-change message from peer ", sender);
       return;
     }
     any_view_message = true;
+    if (m.header.tag == 1) {  // that member decided this already: adopt it
+      decided = p;
+      return;
+    }
+    const size_t before = mine.gone.size() + mine.joins.size();
     for (int id : p.gone)
       if (v.rank_of(id) >= 0) mine.gone.insert(id);
     mine.joins.insert(p.joins.begin(), p.joins.end());
-    latest[sender] = p;
+    if (mine.gone.size() + mine.joins.size() != before) ready = false;
+    latest[sender] = {p, is_ready};
   };
 
   for (InMessage& m : deferred_) absorb(m);
@@ -264,31 +344,34 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
     return std::nullopt;
   }
 
-  Proposal sent;
-  bool sent_any = false;
+  std::string sent;
+  Clock::time_point last_sent{};
   for (;;) {
-    if (mine.gone.count(me))
+    if (mine.gone.count(me) || (decided && decided->gone.count(me)))
       throw Error("peer " + std::to_string(me), "the other members declared this peer gone (silent past the heartbeat "
                                                 "timeout?): it has left the run");
-    if (!sent_any || !(sent == mine)) {
-      std::ostringstream text;
-      text << "round " << round << "\ngone";
-      for (int id : mine.gone) text << ' ' << id;
-      text << '\n';
-      for (uint64_t n : mine.joins)
-        text << "join " << n << ' ' << joins[n].endpoint << ' ' << joins[n].via << ' ' << joins[n].key << '\n';
-      for (const Member& m : v.members)
-        if (m.id != me && !mine.gone.count(m.id)) send_text(m.id, MessageKind::kView, v.epoch, round, text.str());
-      sent = mine;
-      sent_any = true;
-    }
+    if (decided) break;
     std::set<int> waiting;
+    bool all_equal = true, all_ready = true;
     for (const Member& m : v.members) {
       if (m.id == me || mine.gone.count(m.id)) continue;
       auto it = latest.find(m.id);
-      if (it == latest.end() || !(it->second == mine)) waiting.insert(m.id);
+      const bool same = it != latest.end() && it->second.p == mine;
+      all_equal &= same;
+      all_ready &= same && it->second.ready;
+      if (!(same && it->second.ready)) waiting.insert(m.id);
     }
-    if (waiting.empty()) break;
+    if (!ready && all_equal) ready = true;  // phase 1 done: every member proposes our set
+    // Everyone hears our latest state before we may decide; it is repeated every second, so a
+    // member that decided without us answers with its decision even if a message was lost.
+    const std::string text = proposal_text(round, mine.gone, mine.joins, joins, ready);
+    if (text != sent || Clock::now() - last_sent > std::chrono::seconds(1)) {
+      for (const Member& m : v.members)
+        if (m.id != me && !mine.gone.count(m.id)) send_text(m.id, MessageKind::kView, v.epoch, round, text);
+      sent = text;
+      last_sent = Clock::now();
+    }
+    if (ready && all_ready) break;  // phase 2 done: every member is ready on our set
     if (Clock::now() - started > std::chrono::duration<double>(timeout_s_))
       throw Error("peer " + std::to_string(me), "view change of epoch " + std::to_string(v.epoch) + " did not settle in " +
                                                     std::to_string(timeout_s_) + " s; waiting for members " +
@@ -297,24 +380,45 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
   }
 
   ViewChange change;
+  int64_t resume = round;
+  if (decided) {
+    resume = decided->round;  // the decider's resume round
+    mine.gone = decided->gone;
+    mine.joins = decided->joins;
+  } else {
+    for (const auto& [id, l] : latest)
+      if (!mine.gone.count(id)) resume = std::max(resume, l.p.round);
+  }
   change.gone = mine.gone;
   std::set<JoinRequest> join_set;
-  for (uint64_t n : mine.joins) join_set.insert(joins[n]);
+  for (uint64_t n : mine.joins) join_set.insert(joins.at(n));
   change.view = next_view(v, mine.gone, join_set);
-  change.resume_round = round;
-  for (const auto& [id, p] : latest)
-    if (!mine.gone.count(id)) change.resume_round = std::max(change.resume_round, p.round);
+  change.resume_round = resume;
   for (const JoinRequest& j : join_set)
     if (j.via == me) change.welcome.push_back(j);
+  // A member that proposes late gets this decision back (tag 1), with the resume round.
+  zmq_->set_last_decision(v.epoch, pad_text(proposal_text(resume, mine.gone, mine.joins, joins, true)));
   view_->set_view(change.view, me);
   box.drop_before_epoch(change.view.epoch);
   box.acknowledge();
+  // Our own events the decision did not include start the next change.
+  for (InMessage& m : local) {
+    if (m.header.kind == static_cast<uint16_t>(MessageKind::kSuspect)) {
+      if (change.view.rank_of(static_cast<int>(m.header.sender)) >= 0) later.push_back(std::move(m));
+    } else {
+      std::istringstream in(text_of(m));
+      std::string word;
+      uint64_t nonce = 0;
+      in >> word >> nonce;
+      if (!mine.joins.count(nonce)) later.push_back(std::move(m));
+    }
+  }
   deferred_ = std::move(later);
   if (pending()) box.interrupt();  // another change already started: do not block in a receive
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
   log("peer ", me, ": view change to epoch ", change.view.epoch, ": ", change.view.members.size(), " members (gone: ",
       describe(change.gone), ", joined: ", join_set.size(), "), resuming at round ", change.resume_round, ", agreed in ",
-      static_cast<int>(ms), " ms");
+      static_cast<int>(ms), " ms", decided ? " (adopted from a member that had decided)" : "");
   return change;
 }
 
@@ -331,40 +435,38 @@ void Membership::send_welcome(const ViewChange& change, const JoinRequest& joine
 }
 
 Welcome Membership::join(ZmqTransport& zmq, const std::string& contact, const std::string& contact_key,
-                         const std::string& own_endpoint, const std::string& own_key, double timeout_s) {
+                         const std::string& own_endpoint, const std::string& own_key, size_t num_params,
+                         double timeout_s) {
   std::random_device rd;
   const uint64_t nonce = (uint64_t(rd()) << 32 | rd()) & ((1ull << 62) - 1);
   const auto started = Clock::now();
-  zmq.send_join(contact, contact_key, "join " + std::to_string(nonce) + " " + own_endpoint + " " + own_key + "\n", nonce);
+  zmq.send_join(contact, contact_key,
+                "join " + std::to_string(nonce) + " " + own_endpoint + " " + std::to_string(num_params) + " " + own_key + "\n",
+                nonce);
   log("joining via ", contact, " as ", own_endpoint);
   const auto deadline = started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   std::optional<InMessage> m = zmq.mailbox().take_any({MessageKind::kWelcome}, deadline);
   if (!m)
     throw Error("gossip-peer", "cannot join via " + contact + ": no welcome within " + std::to_string(timeout_s) +
-                                   " s (is a peer of this run listening there? is our key allowed?)");
+                                   " s (is a peer of this run listening there? is our key allowed? has the run ended?)");
+  const std::string answer = text_of(*m);
+  if (answer.rfind("refused ", 0) == 0)
+    throw Error("gossip-peer", "cannot join via " + contact + ": refused: " + answer.substr(8, answer.find('\n') - 8));
   Welcome w;
-  std::istringstream in(text_of(*m));
-  std::string line;
-  bool ok = true;
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::string word;
-    f >> word;
-    if (word == "epoch") ok &= static_cast<bool>(f >> w.view.epoch);
-    else if (word == "id") ok &= static_cast<bool>(f >> w.id);
-    else if (word == "contact") ok &= static_cast<bool>(f >> w.contact_id);
-    else if (word == "round") ok &= static_cast<bool>(f >> w.round);
-    else if (word == "total") ok &= static_cast<bool>(f >> w.total_steps);
-    else if (word == "next") ok &= static_cast<bool>(f >> w.view.next_id);
-    else if (word == "member") {
-      Member mem;
-      ok &= static_cast<bool>(f >> mem.id >> mem.endpoint);
-      f >> mem.key;
-      w.view.members.push_back(mem);
-    } else if (!word.empty()) {
-      ok = false;
-    }
-  }
+  const bool ok = each_line(answer, [&w](const std::string& word, std::istringstream& f) {
+    if (word == "epoch") return static_cast<bool>(f >> w.view.epoch);
+    if (word == "id") return static_cast<bool>(f >> w.id);
+    if (word == "contact") return static_cast<bool>(f >> w.contact_id);
+    if (word == "round") return static_cast<bool>(f >> w.round);
+    if (word == "total") return static_cast<bool>(f >> w.total_steps);
+    if (word == "next") return static_cast<bool>(f >> w.view.next_id);
+    if (word != "member") return false;
+    Member mem;
+    if (!(f >> mem.id >> mem.endpoint)) return false;
+    f >> mem.key;  // optional
+    w.view.members.push_back(mem);
+    return true;
+  });
   if (!ok || w.view.rank_of(w.id) < 0 || w.view.rank_of(w.contact_id) < 0)
     throw Error("gossip-peer", "malformed welcome from " + contact);
   return w;

@@ -65,6 +65,9 @@ class ViewTransport final : public Transport {
   // Consulted when a receive is interrupted: true when a real membership change waits (the
   // receive then throws MembershipInterrupt), false for a stale one (it goes on waiting).
   void set_change_filter(std::function<bool()> filter) { filter_ = std::move(filter); }
+  // While true, receives are never interrupted (a joiner fetching its first model: a change that
+  // starts meanwhile is taken part in at its first step).
+  void suspend_interrupts(bool on) { suspended_ = on; }
   int id_of(int rank) const;
 
  private:
@@ -72,7 +75,8 @@ class ViewTransport final : public Transport {
   mutable std::mutex mutex_;
   View view_;    // guarded by mutex_ (the comm thread reads it for status replies)
   int self_id_;  // guarded by mutex_
-  std::function<bool()> filter_;  // training thread only
+  std::function<bool()> filter_;  // training thread only, as is suspended_
+  bool suspended_ = false;
 };
 
 struct ViewChange {
@@ -94,7 +98,10 @@ class Membership {
  public:
   // `timeout_s` bounds one view change (a member that neither answers nor is suspected by then
   // is an error).
-  Membership(ZmqTransport& zmq, ViewTransport& view, double timeout_s);
+  // Join requests for a model of another size than `num_params` are refused.
+  Membership(ZmqTransport& zmq, ViewTransport& view, double timeout_s, size_t num_params);
+  // Joins are refused in the last round (the run would end before the joiner took a step).
+  void set_total_steps(int64_t total) { total_steps_ = total; }
 
   // True when a view-change event waits (never blocks). Suspicions of peers that are no longer
   // members are discarded here.
@@ -110,7 +117,8 @@ class Membership {
   // Joiner side: asks `contact` (a live member's endpoint; `contact_key` its public key when the
   // run uses CurveZMQ, `own_key` ours) and waits for the welcome.
   static Welcome join(ZmqTransport& zmq, const std::string& contact, const std::string& contact_key,
-                      const std::string& own_endpoint, const std::string& own_key, double timeout_s);
+                      const std::string& own_endpoint, const std::string& own_key, size_t num_params,
+                      double timeout_s);
 
  private:
   struct Proposal {
@@ -124,6 +132,9 @@ class Membership {
   ZmqTransport* zmq_;   // both owned by the peer's main, outlive this
   ViewTransport* view_;
   double timeout_s_;
+  size_t num_params_;
+  int64_t total_steps_ = 0;
+  int refused_ = 0;  // joiners refused so far (each gets a one-off address)
   std::vector<InMessage> deferred_;  // messages of a later epoch, kept for the next change
 };
 

@@ -96,9 +96,10 @@ void Trainer::restore(const Checkpoint& c, const std::string& source) {
   if (c.params.size() != n || c.velocity.size() != n)
     throw Error(source, "checkpoint holds " + std::to_string(c.params.size()) + " parameters, this model has " +
                             std::to_string(n) + ": another model shape");
-  if (c.rank != rank_ || c.peers != n_)
-    throw Error(source, "checkpoint is of peer " + std::to_string(c.rank) + " of " + std::to_string(c.peers) +
-                            ", this is peer " + std::to_string(rank_) + " of " + std::to_string(n_));
+  if (c.rank != rank_ || c.peers != n_ || c.epoch != 0)
+    throw Error(source, "checkpoint is of rank " + std::to_string(c.rank) + " of " + std::to_string(c.peers) +
+                            " in membership epoch " + std::to_string(c.epoch) + ", this is rank " + std::to_string(rank_) +
+                            " of " + std::to_string(n_) + " in the YAML's membership (epoch 0)");
   if (c.step < 0 || c.step > total_steps_)
     throw Error(source, "checkpoint is at step " + std::to_string(c.step) + ", outside this run's " +
                             std::to_string(total_steps_) + " steps");
@@ -115,6 +116,7 @@ void Trainer::save_checkpoint(int64_t steps_done) {
   c.step = steps_done;
   c.rank = rank_;
   c.peers = n_;
+  c.epoch = hook_ ? hook_->membership_epoch() : 0;
   c.params = model_->download_params();
   c.velocity.resize(model_->num_params());
   backend_->download(c.velocity.data(), sgd_->velocity(), c.velocity.size() * sizeof(float));

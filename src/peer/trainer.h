@@ -35,6 +35,8 @@ class StepHook {
   // After after_step: true (with this peer's new rank and the member count) when the membership
   // changed, so the trainer takes the data shard of its new rank.
   virtual bool view_changed(int* /*rank*/, int* /*n*/) { return false; }
+  // The membership epoch (recorded in checkpoints).
+  virtual uint32_t membership_epoch() { return 0; }
   // After after_step: true when this peer leaves the run now (graceful leave).
   virtual bool stop_requested() { return false; }
   // The algorithm's own state, saved in checkpoints (push-sum: numerator and weight).

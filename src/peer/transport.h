@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <tuple>
@@ -53,7 +54,9 @@ struct MatchKey {
 
 // Thrown by Transport::receive on the training thread when the membership is changing (a member
 // fell silent, asked to join or leave): the caller abandons the round and takes part in the change.
-struct MembershipInterrupt {};
+struct MembershipInterrupt : std::exception {
+  const char* what() const noexcept override { return "a membership change interrupted a receive"; }
+};
 
 // Where a peer is reached: its stable id, endpoint and (with CurveZMQ) public key in Z85.
 struct PeerAddress {

@@ -102,6 +102,18 @@ void ZmqTransport::set_members(const std::vector<PeerAddress>& members, uint32_t
   wake();
 }
 
+void ZmqTransport::set_last_decision(uint32_t epoch, std::string text) {
+  std::lock_guard<std::mutex> lock(decision_mutex_);
+  decision_epoch_ = epoch;
+  decision_ = std::make_shared<const std::string>(std::move(text));
+}
+
+void ZmqTransport::add_endpoint(int id, const std::string& endpoint, const std::string& key) {
+  std::lock_guard<std::mutex> lock(peers_mutex_);
+  endpoints_[id] = endpoint;
+  if (!key.empty()) keys_[id] = key;
+}
+
 void ZmqTransport::send_join(const std::string& contact, const std::string& contact_key, const std::string& text,
                              uint64_t nonce) {
   {
@@ -338,7 +350,31 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
     if (kind == MessageKind::kHeartbeat) continue;
     // A late proposal of a change that is over: neither queued nor allowed to interrupt (an
     // interrupt with nothing to agree on would abandon a collective for nothing).
-    if (kind == MessageKind::kView && h.epoch < epoch_) continue;
+    if (kind == MessageKind::kView && h.epoch < epoch_) {
+      std::shared_ptr<const std::string> decision;
+      {
+        std::lock_guard<std::mutex> lock(decision_mutex_);
+        if (h.epoch == decision_epoch_ && h.tag == 0) decision = decision_;
+      }
+      bool known;
+      {
+        std::lock_guard<std::mutex> lock(peers_mutex_);
+        known = endpoints_.count(static_cast<int>(h.sender)) != 0;
+      }
+      if (decision && known) {  // tell the late one what was decided (even that it is gone)
+        OutMessage m;
+        m.header.kind = static_cast<uint16_t>(MessageKind::kView);
+        m.header.sender = static_cast<uint32_t>(rank());
+        m.header.epoch = h.epoch;
+        m.header.tag = 1;
+        m.header.total_floats = decision->size() / sizeof(float);
+        m.data = reinterpret_cast<const float*>(decision->data());
+        m.count = decision->size() / sizeof(float);
+        m.owner = decision;
+        links_[static_cast<int>(h.sender)].pending.push_back(std::move(m));
+      }
+      continue;
+    }
     bytes_received_ += kHeaderBytes + h.payload_bytes;
 
     InMessage in;
@@ -399,7 +435,10 @@ void ZmqTransport::watch_members(Clock::time_point now) {
     auto h = heard_.find(id);
     const bool ever = h != heard_.end() && h->second >= watch_since_ - std::chrono::hours(1);
     const Clock::time_point last = ever ? std::max(h->second, watch_since_) : watch_since_;
-    const double limit = ever ? options_.heartbeat_timeout_s : std::max(options_.heartbeat_timeout_s, options_.connect_timeout_s);
+    // Never heard of: at start-up peers may come up slowly (connect_timeout_s); a member added by
+    // a view change is already running, so it gets only a few seconds more than the timeout.
+    const double grace = seen_members_version_ == 0 ? options_.connect_timeout_s : options_.heartbeat_timeout_s + 5;
+    const double limit = ever ? options_.heartbeat_timeout_s : std::max(options_.heartbeat_timeout_s, grace);
     if (now - last > std::chrono::duration<double>(limit)) {
       suspected_[id] = true;
       log("peer ", rank(), ": no word from peer ", id, " (", endpoint_of_id(id), ") for ", limit, " s: suspected dead");

@@ -78,6 +78,11 @@ class ZmqTransport final : public Transport {
   // what was queued for them. Endpoints of new ids are remembered.
   // `epoch` is the view's: view-change messages of older epochs are dropped from then on.
   void set_members(const std::vector<PeerAddress>& members, uint32_t epoch);
+  // The outcome of this peer's last view change (of `epoch`): a member still proposing in that
+  // epoch gets it back (kind kView, tag 1) instead of waiting for us forever.
+  void set_last_decision(uint32_t epoch, std::string text);
+  // Remembers where `id` is reached (e.g. a one-off address for a refused joiner).
+  void add_endpoint(int id, const std::string& endpoint, const std::string& key);
   // A joiner's request, sent to any live member over a one-off "j<nonce>" connection.
   void send_join(const std::string& contact, const std::string& contact_key, const std::string& text, uint64_t nonce);
   // Membership messages (view changes, joins, welcomes, suspicions) wait here for the training
@@ -113,6 +118,9 @@ class ZmqTransport final : public Transport {
   std::map<std::string, int> drops_by_sender_;  // comm thread only: limits drop logging per sender
   std::atomic<int> self_id_;
   std::atomic<uint32_t> epoch_{0};
+  std::mutex decision_mutex_;
+  uint32_t decision_epoch_ = ~0u;                          // guarded by decision_mutex_
+  std::shared_ptr<const std::string> decision_;            // guarded by decision_mutex_
   mutable std::mutex peers_mutex_;
   std::map<int, std::string> endpoints_;        // guarded by peers_mutex_: every id ever known
   std::vector<int> members_;                    // guarded by peers_mutex_: the current members
