@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Benchmark 2: time of one exchange round (gossip ring, one-peer exponential, push-sum, and the
 # peers' own ring all-reduce) vs OpenMPI's MPI_Allreduce (Debian openmpi-bin, --mca btl tcp,self)
-# on the same buffer size and process count, interleaved in ONE run; medians of REPEATS runs and
-# ratios to MPI. Usage: bench/exchange_round.sh [repeats] [floats...]
+# and torch.distributed's gloo all_reduce (Debian python3-torch) on the same buffer size and
+# process count, interleaved in ONE run; medians of REPEATS runs and ratios to MPI.
+# Usage: bench/exchange_round.sh [repeats] [floats...]   (1, 16, 64 MB: 262144 4194304 16777216)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPEATS=${1:-5}
 shift || true
 SIZES=${*:-4194304}
 command -v mpicc >/dev/null || { echo "installing openmpi"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null; }
+/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null || { echo "installing python3-torch"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch >/dev/null; }
 bash scripts/setup.sh >/dev/null
 mkdir -p build/bench-mpi
 mpicc -O2 -o build/bench-mpi/mpi_allreduce bench/mpi_allreduce.c
@@ -17,13 +19,14 @@ median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 ALGOS=(ring one_peer_exponential push_sum allreduce ring@ipc one_peer_exponential@ipc)
 echo "gossip rows use tcp://127.0.0.1 unless marked ipc://; MPI uses --mca btl tcp,self; medians of $REPEATS runs of 10 rounds"
 echo
-echo "| floats (MB) | n | MPI_Allreduce ms | ring ms | ring / MPI | one-peer exp ms | one-peer / MPI | push-sum ms | push-sum / MPI | our all-reduce ms | ours / MPI | ring ipc ms | ring ipc / MPI | one-peer ipc ms | one-peer ipc / MPI |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| floats (MB) | n | MPI_Allreduce ms | gloo all_reduce ms | gloo / MPI | ring ms | ring / MPI | one-peer exp ms | one-peer / MPI | push-sum ms | push-sum / MPI | our all-reduce ms | ours / MPI | ring ipc ms | ring ipc / MPI | one-peer ipc ms | one-peer ipc / MPI |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for floats in $SIZES; do
   for n in 4 8; do
     declare -A res=()
     for _ in $(seq "$REPEATS"); do
       res[mpi]+="$("${MPIRUN[@]}" -np "$n" build/bench-mpi/mpi_allreduce "$floats" 10 | awk '{print $NF}') "
+      res[gloo]+="$(/usr/bin/python3 bench/gloo_allreduce.py "$n" "$floats" 10 | awk '{print $NF}') "
       for a in "${ALGOS[@]}"; do
         transport=tcp; [[ $a == *@ipc ]] && transport=ipc
         res[$a]+="$(build/bin/exchange_bench --n "$n" --floats "$floats" --algo "${a%@ipc}" --transport $transport --rounds 10 | awk '{print $NF}') "
@@ -31,7 +34,9 @@ for floats in $SIZES; do
     done
     m() { printf '%s\n' ${res[$1]} | median; }
     mpi=$(m mpi)
+    gloo=$(m gloo)
     row="| $floats ($(awk -v f="$floats" 'BEGIN{printf "%.1f", f*4/1e6}')) | $n | $(awk -v s="$mpi" 'BEGIN{printf "%.1f", s*1e3}') |"
+    row+=" $(awk -v s="$gloo" 'BEGIN{printf "%.1f", s*1e3}') | $(awk -v s="$gloo" -v b="$mpi" 'BEGIN{printf "%.2f", s/b}') |"
     for a in "${ALGOS[@]}"; do
       v=$(m "$a")
       row+=" $(awk -v s="$v" 'BEGIN{printf "%.1f", s*1e3}') | $(awk -v s="$v" -v b="$mpi" 'BEGIN{printf "%.2f", s/b}') |"

@@ -84,7 +84,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"peers: {count: 3}\ntopology: {kind: edge_list, edges: [[0, 1], [1, 7]]}\n", "outside"},
         BadCase{"peers: {count: 6}\ntopology: {kind: torus, rows: 4}\n", "does not divide"},
         BadCase{"peers: {count: 4}\ntopology: push_sum_one_peer_exponential\nalgorithm: gossip\n", "push_sum"},
-        BadCase{"data: {sharding: random}\n", "data.sharding"}));
+        BadCase{"data: {sharding: random}\n", "data.sharding"},
+        BadCase{"checkpoint: {every: 10}\n", "missing field 'dir'"},
+        BadCase{"checkpoint: {dir: /tmp/x, every: 0}\n", "checkpoint.every"},
+        BadCase{"algorithm: {kind: gossip, dead_after_s: soon}\n", "algorithm.dead_after_s"},
+        BadCase{"algorithm: {kind: gossip, max_norm_ratio: -1}\n", "algorithm.max_norm_ratio"},
+        BadCase{"data: {dataset: synthetic, synthetic: {noise: loud}}\n", "data.synthetic.noise"}));
 
 TEST(Config, MissingFileNamesIt) {
   try {

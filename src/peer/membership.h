@@ -1,10 +1,11 @@
 // Elastic membership without a coordinator. A view is the ordered member list of one epoch (rank
 // = position; the ring follows that order). Any event — a member silent past the heartbeat
 // timeout, a graceful leave, a join request — starts a view change that every surviving member
-// takes part in: each sends every other member its proposal (round, gone ids, joins) and merges
-// what it receives (union), until every member's latest proposal equals its own. All then hold
-// the same sets, so each computes the same next view (next_view) and the same resume round
-// R = the largest round any member had reached; rounds below R are trained locally, unmixed.
+// takes part in, in two phases: each sends every other member its proposal (round, gone ids,
+// joins) and merges what it receives (union) until every member's latest proposal equals its own,
+// then says "ready"; it decides once every member is ready on that set. All then compute the same
+// next view (next_view) and the same resume round R = the largest round any member had reached;
+// rounds below R are trained locally, unmixed.
 // Push-sum weight rule: at a view change every member restarts from (x, w) = (x/w, 1), a joiner
 // from (its contact's model, 1): every de-biased model is unchanged, Σw = n of the new view, and
 // the old epoch's mass still in flight is discarded, so x/w stays an unbiased average.
