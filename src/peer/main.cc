@@ -114,6 +114,7 @@ int run(int argc, char** argv) {
     opt.rank = joining ? -1 : rank;
     if (joining) opt.bind = flags.get_string("bind");
     else for (const auto& p : cfg.peers.list) opt.endpoints.push_back(p.endpoint);
+    opt.elastic = true;
     opt.heartbeat_interval_s = cfg.algorithm.heartbeat_s;
     opt.heartbeat_timeout_s = cfg.algorithm.dead_after_s;
     if (flags.has("rendezvous")) opt.rendezvous_dir = flags.get_string("rendezvous");

@@ -394,7 +394,7 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
     }
     mailbox_.put(std::move(in));
     // A change of membership interrupts the training thread wherever it waits.
-    if (kind == MessageKind::kView || kind == MessageKind::kJoin) mailbox_.interrupt();
+    if (options_.elastic && (kind == MessageKind::kView || kind == MessageKind::kJoin)) mailbox_.interrupt();
   }
 }
 
@@ -418,7 +418,7 @@ void ZmqTransport::watch_members(Clock::time_point now) {
       }
     }
   }
-  if (options_.heartbeat_interval_s <= 0 || rank() < 0) return;
+  if (!options_.elastic || options_.heartbeat_interval_s <= 0 || rank() < 0) return;
   static thread_local Clock::time_point last_beat{};
   const bool beat = now - last_beat > std::chrono::duration<double>(options_.heartbeat_interval_s);
   if (beat) last_beat = now;
@@ -527,7 +527,7 @@ void ZmqTransport::comm_loop(zmq::socket_t& router, zmq::socket_t* zap) {
         unconnected_backlog = true;
       }
     }
-    const int wait_ms = unconnected_backlog ? 20 : options_.heartbeat_interval_s > 0 ? 50 : 200;
+    const int wait_ms = unconnected_backlog ? 20 : options_.elastic && options_.heartbeat_interval_s > 0 ? 50 : 200;
     zmq::poll(items.data(), items.size(), std::chrono::milliseconds(wait_ms));
     if (items[1].revents & ZMQ_POLLIN) {
       uint64_t count;

@@ -31,6 +31,9 @@ struct ZmqTransportOptions {
   size_t max_chunk_bytes = 1 << 20;    // larger payload frames are refused by ZeroMQ itself
   double connect_timeout_s = 60;       // how long to wait for a neighbour to publish its endpoint
   double linger_s = 5;                 // at shutdown, how long unsent messages may still go out
+  // Elastic membership (gossip-peer): heartbeats, suspicions and membership interrupts. Off, the
+  // transport is a plain fixed set of peers (benchmarks, tests of the data plane).
+  bool elastic = false;
   // Failure detection: every member gets a heartbeat this often, and one silent for
   // heartbeat_timeout_s is reported as suspected dead (0 = no heartbeats).
   double heartbeat_interval_s = 0.25;
