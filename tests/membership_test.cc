@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "process_util.h"
@@ -35,6 +36,38 @@ TEST(NextView, RemovesTheGoneAndAppendsJoinersInNonceOrder) {
   EXPECT_EQ(w.next_id, 6);
   EXPECT_EQ(w.rank_of(3), 2);
   EXPECT_EQ(w.rank_of(1), -1);
+}
+
+TEST(ViewText, ProposalsRoundTripAndMalformedOnesAreRefused) {
+  std::map<uint64_t, JoinRequest> joins{{7, {7, "tcp://127.0.0.1:5000", 2, "KEY"}}};
+  ViewProposal p;
+  p.round = 42;
+  p.gone = {1, 3};
+  p.joins = {7};
+  p.ready = true;
+  std::map<uint64_t, JoinRequest> back;
+  const std::optional<ViewProposal> q = parse_proposal(proposal_text(p, joins), &back);
+  ASSERT_TRUE(q);
+  EXPECT_EQ(*q, p);
+  EXPECT_EQ(q->round, 42);
+  EXPECT_TRUE(q->ready);
+  EXPECT_EQ(back.at(7).endpoint, "tcp://127.0.0.1:5000");
+  EXPECT_EQ(back.at(7).via, 2);
+  EXPECT_EQ(back.at(7).key, "KEY");
+  for (const char* bad : {"round x\n", "gone 1 two\n", "join 5\n", "ready 2\n", "hello\n", "round 1\nfly 3\n"})
+    EXPECT_FALSE(parse_proposal(bad, &back)) << bad;
+}
+
+TEST(ViewText, WelcomesMustNameTheJoinerAndItsContact) {
+  const std::string good = "epoch 2\nid 5\ncontact 0\nround 10\ntotal 100\nnext 6\nmember 0 tcp://a:1\nmember 5 tcp://b:2 K\n";
+  const std::optional<Welcome> w = parse_welcome(good);
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->view.epoch, 2u);
+  EXPECT_EQ(w->view.rank_of(5), 1);
+  EXPECT_EQ(w->view.members[1].key, "K");
+  EXPECT_FALSE(parse_welcome("epoch 2\nid 9\ncontact 0\nmember 0 tcp://a:1\n"));  // not a member
+  EXPECT_FALSE(parse_welcome(good + "round 1000\n"));                             // past the end
+  EXPECT_FALSE(parse_welcome("member zero\n"));
 }
 
 std::string yaml(int n, double epochs, double timeout_s = 30,

@@ -20,20 +20,6 @@ std::string text_of(const InMessage& m) {
   return t;
 }
 
-// Calls f(word, rest) for every non-empty line "word rest..." of `text`; false when any call is.
-template <class F>
-bool each_line(const std::string& text, F&& f) {
-  std::istringstream in(text);
-  std::string line;
-  bool ok = true;
-  while (std::getline(in, line)) {
-    std::istringstream rest(line);
-    std::string word;
-    if (rest >> word) ok &= f(word, rest);
-  }
-  return ok;
-}
-
 std::string describe(const std::set<int>& ids) {
   std::string s;
   for (int id : ids) s += (s.empty() ? "" : ", ") + std::to_string(id);
@@ -41,22 +27,6 @@ std::string describe(const std::set<int>& ids) {
 }
 
 }  // namespace
-
-int View::rank_of(int id) const {
-  for (size_t i = 0; i < members.size(); ++i)
-    if (members[i].id == id) return static_cast<int>(i);
-  return -1;
-}
-
-View next_view(const View& v, const std::set<int>& gone, const std::set<JoinRequest>& joins) {
-  View next;
-  next.epoch = v.epoch + 1;
-  next.next_id = v.next_id;
-  for (const Member& m : v.members)
-    if (!gone.count(m.id)) next.members.push_back(m);
-  for (const JoinRequest& j : joins) next.members.push_back({next.next_id++, j.endpoint, j.key});
-  return next;
-}
 
 // ---- ViewTransport ----
 
@@ -197,25 +167,6 @@ void Membership::announce_leave(int64_t round) {
   log("peer ", me, ": leaving the run at round ", round, " (told ", v.members.size() - 1, " members)");
 }
 
-namespace {
-
-// The proposal text: round, gone ids, joins, and whether the sender is ready to decide on it.
-std::string proposal_text(int64_t round, const std::set<int>& gone, const std::set<uint64_t>& join_ids,
-                          const std::map<uint64_t, JoinRequest>& joins, bool ready) {
-  std::ostringstream text;
-  text << "round " << round << "\ngone";
-  for (int id : gone) text << ' ' << id;
-  text << '\n';
-  for (uint64_t n : join_ids) {
-    const JoinRequest& j = joins.at(n);
-    text << "join " << n << ' ' << j.endpoint << ' ' << j.via << ' ' << j.key << '\n';
-  }
-  text << "ready " << (ready ? 1 : 0) << '\n';
-  return text.str();
-}
-
-}  // namespace
-
 // Agreement in two phases, so no member can decide on a set another member is still growing:
 // (1) merge proposals (union) until every member's latest proposal equals ours, then say
 // "ready"; (2) decide once every member's latest message is "ready" with that same set. A member
@@ -241,32 +192,6 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
   std::optional<Proposal> decided;  // adopted from a member that decided already
   bool any_view_message = false;
   std::vector<InMessage> later, local;  // later: next epoch's; local: our own events (joins, suspicions)
-
-  // Parses a proposal; false when malformed.
-  auto parse = [&](const std::string& text, Proposal* p, bool* is_ready) {
-    return each_line(text, [&](const std::string& word, std::istringstream& f) {
-      if (word == "round") return static_cast<bool>(f >> p->round);
-      if (word == "gone") {
-        for (int id; f >> id;) p->gone.insert(id);
-        return true;
-      }
-      if (word == "join") {
-        JoinRequest j;
-        if (!(f >> j.nonce >> j.endpoint >> j.via)) return false;
-        f >> j.key;  // optional
-        joins.emplace(j.nonce, j);
-        p->joins.insert(j.nonce);
-        return true;
-      }
-      if (word == "ready") {
-        int r = 0;
-        if (!(f >> r)) return false;
-        *is_ready = r == 1;
-        return true;
-      }
-      return false;
-    });
-  };
 
   auto absorb = [&](const InMessage& m) {
     const auto kind = static_cast<MessageKind>(m.header.kind);
@@ -317,12 +242,13 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
       return;
     }
     if (m.header.epoch < v.epoch || v.rank_of(sender) < 0) return;  // stale or from a non-member
-    Proposal p;
-    bool is_ready = false;
-    if (!parse(text_of(m), &p, &is_ready)) {
+    const std::optional<Proposal> parsed = parse_proposal(text_of(m), &joins);
+    if (!parsed) {
       log("peer ", me, ": dropped a malformed view-change message from peer ", sender);
       return;
     }
+    const Proposal& p = *parsed;
+    const bool is_ready = p.ready;
     any_view_message = true;
     if (m.header.tag == 1) {  // that member decided this already: adopt it
       decided = p;
@@ -364,7 +290,8 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
     if (!ready && all_equal) ready = true;  // phase 1 done: every member proposes our set
     // Everyone hears our latest state before we may decide; it is repeated every second, so a
     // member that decided without us answers with its decision even if a message was lost.
-    const std::string text = proposal_text(round, mine.gone, mine.joins, joins, ready);
+    mine.ready = ready;
+    const std::string text = proposal_text(mine, joins);
     if (text != sent || Clock::now() - last_sent > std::chrono::seconds(1)) {
       for (const Member& m : v.members)
         if (m.id != me && !mine.gone.count(m.id)) send_text(m.id, MessageKind::kView, v.epoch, round, text);
@@ -397,7 +324,10 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
   for (const JoinRequest& j : join_set)
     if (j.via == me) change.welcome.push_back(j);
   // A member that proposes late gets this decision back (tag 1), with the resume round.
-  zmq_->set_last_decision(v.epoch, pad_text(proposal_text(resume, mine.gone, mine.joins, joins, true)));
+  ViewProposal final_set = mine;
+  final_set.round = resume;
+  final_set.ready = true;
+  zmq_->set_last_decision(v.epoch, pad_text(proposal_text(final_set, joins)));
   view_->set_view(change.view, me);
   box.drop_before_epoch(change.view.epoch);
   box.acknowledge();
@@ -452,24 +382,9 @@ Welcome Membership::join(ZmqTransport& zmq, const std::string& contact, const st
   const std::string answer = text_of(*m);
   if (answer.rfind("refused ", 0) == 0)
     throw Error("gossip-peer", "cannot join via " + contact + ": refused: " + answer.substr(8, answer.find('\n') - 8));
-  Welcome w;
-  const bool ok = each_line(answer, [&w](const std::string& word, std::istringstream& f) {
-    if (word == "epoch") return static_cast<bool>(f >> w.view.epoch);
-    if (word == "id") return static_cast<bool>(f >> w.id);
-    if (word == "contact") return static_cast<bool>(f >> w.contact_id);
-    if (word == "round") return static_cast<bool>(f >> w.round);
-    if (word == "total") return static_cast<bool>(f >> w.total_steps);
-    if (word == "next") return static_cast<bool>(f >> w.view.next_id);
-    if (word != "member") return false;
-    Member mem;
-    if (!(f >> mem.id >> mem.endpoint)) return false;
-    f >> mem.key;  // optional
-    w.view.members.push_back(mem);
-    return true;
-  });
-  if (!ok || w.view.rank_of(w.id) < 0 || w.view.rank_of(w.contact_id) < 0)
-    throw Error("gossip-peer", "malformed welcome from " + contact);
-  return w;
+  std::optional<Welcome> w = parse_welcome(answer);
+  if (!w) throw Error("gossip-peer", "malformed welcome from " + contact);
+  return *w;
 }
 
 }  // namespace gossip::peer

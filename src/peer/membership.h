@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -87,6 +88,23 @@ struct ViewChange {
   std::set<int> gone;
 };
 
+// One member's proposal in a view change.
+struct ViewProposal {
+  int64_t round = 0;             // the next round the member would communicate in
+  std::set<int> gone;            // ids leaving or suspected dead
+  std::set<uint64_t> joins;      // nonces of the joiners (details in the JoinRequest map)
+  bool ready = false;            // phase 2: the member is ready to decide on these sets
+  bool operator==(const ViewProposal& o) const { return gone == o.gone && joins == o.joins; }
+};
+
+// The text forms of proposals and welcomes (pure, so the fuzzer reaches them). Parsers return
+// nullopt for malformed text; parse_proposal adds the joins it names to *joins.
+std::string proposal_text(const ViewProposal& p, const std::map<uint64_t, JoinRequest>& joins);
+std::optional<ViewProposal> parse_proposal(const std::string& text, std::map<uint64_t, JoinRequest>* joins);
+
+struct Welcome;
+std::optional<Welcome> parse_welcome(const std::string& text);
+
 struct Welcome {
   View view;
   int id = 0;
@@ -122,12 +140,7 @@ class Membership {
                       double timeout_s);
 
  private:
-  struct Proposal {
-    int64_t round = 0;
-    std::set<int> gone;
-    std::set<uint64_t> joins;
-    bool operator==(const Proposal& o) const { return gone == o.gone && joins == o.joins; }
-  };
+  using Proposal = ViewProposal;
   void send_text(int id, MessageKind kind, uint32_t epoch, uint64_t round, const std::string& text);
 
   ZmqTransport* zmq_;   // both owned by the peer's main, outlive this

@@ -1,9 +1,11 @@
 #include "fuzz_targets.h"
 
+#include <map>
 #include <string>
 
 #include "peer/control.h"
 #include "peer/control_client.h"
+#include "peer/membership.h"
 #include "peer/wire_format.h"
 
 namespace gossip::fuzz {
@@ -17,6 +19,21 @@ void fuzz_one(const uint8_t* data, size_t size) {
     if (!problem) {
       // A message that passes must describe itself consistently.
       if (h.payload_bytes != size - 1 - head || h.offset + h.payload_bytes / 4 > h.total_floats) __builtin_trap();
+    }
+    return;
+  }
+  if (data[0] % 4 == 3) {
+    const std::string text(reinterpret_cast<const char*>(data) + (size > 1 ? 2 : 1), size > 1 ? size - 2 : 0);
+    if (size > 1 && data[1] % 2 == 0) {
+      std::map<uint64_t, peer::JoinRequest> joins;
+      if (auto p = peer::parse_proposal(text, &joins)) {
+        // What parses must print and parse back to the same proposal.
+        std::map<uint64_t, peer::JoinRequest> again;
+        auto q = peer::parse_proposal(peer::proposal_text(*p, joins), &again);
+        if (!q || !(*q == *p) || q->ready != p->ready || q->round != p->round) __builtin_trap();
+      }
+    } else if (auto w = peer::parse_welcome(text)) {
+      if (w->view.rank_of(w->id) < 0) __builtin_trap();
     }
     return;
   }

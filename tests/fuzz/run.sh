@@ -9,7 +9,7 @@ command -v clang++ >/dev/null || { echo "installing clang"; DEBIAN_FRONTEND=noni
 mkdir -p build/fuzz
 clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc -Itests/fuzz \
   tests/fuzz/wire_fuzz.cc tests/fuzz/fuzz_targets.cc src/peer/wire_format.cc src/peer/control.cc \
-  src/peer/control_client.cc src/peer/sketch.cc src/topology/topology.cc src/common/error.cc src/common/log.cc \
+  src/peer/control_client.cc src/peer/view_text.cc src/peer/sketch.cc src/topology/topology.cc src/common/error.cc src/common/log.cc \
   $(pkg-config --cflags --libs libzmq) -o build/fuzz/wire_fuzz
 mkdir -p build/fuzz/new
 build/fuzz/wire_fuzz -max_total_time="$SECONDS_TO_RUN" -print_final_stats=1 build/fuzz/new tests/fuzz/corpus
