@@ -15,7 +15,7 @@ bash scripts/setup.sh >/dev/null
 mkdir -p build/bench-mpi
 mpicc -O2 -o build/bench-mpi/mpi_allreduce bench/mpi_allreduce.c
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --mca btl tcp,self --mca btl_tcp_if_include lo)
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+source bench/lib.sh
 ALGOS=(ring one_peer_exponential push_sum allreduce ring@ipc one_peer_exponential@ipc)
 echo "gossip rows use tcp://127.0.0.1 unless marked ipc://; MPI uses --mca btl tcp,self; medians of $REPEATS runs of 10 rounds"
 echo

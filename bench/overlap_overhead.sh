@@ -13,7 +13,7 @@ BATCH=${3:-512}
 bash scripts/setup.sh >/dev/null
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+source bench/lib.sh
 yaml() {  # $1 = algorithm line, $2 = topology
   cat > "$dir/run.yaml" <<YAML
 seed: 1

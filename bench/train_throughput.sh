@@ -9,7 +9,7 @@ command -v /usr/bin/python3 >/dev/null && /usr/bin/python3 -c "import torch" 2>/
   echo "installing python3-torch"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch >/dev/null; }
 bash scripts/setup.sh >/dev/null
 BIN=build/bin/train_bench
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+source bench/lib.sh
 echo "| model | batch | threads | gossip samples/s | torch samples/s | gossip / torch |"
 echo "|---|---|---|---|---|---|"
 for cfg in "784,256,256,10 64 1" "784,1024,1024,10 64 1" "784,256,256,10 64 2"; do

@@ -74,6 +74,7 @@ struct RunConfig {
   std::string keys_dir;              // CurveZMQ: peer-R.key / *.pub directory (empty = no encryption)
   std::string checkpoint_dir;        // checkpoints go here (shared by the peers: files are per rank)
   int checkpoint_every = 0;          // steps between checkpoints (0 = none)
+  double slowdown = 1;               // benchmarks (--slowdown): each step takes this many times longer
   PeersConfig peers;
   topology::Graph topology;
   AlgorithmConfig algorithm;

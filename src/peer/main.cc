@@ -62,6 +62,7 @@ int run(int argc, char** argv) {
   flags.add_string("bind", "with --join: this peer's own endpoint", "tcp://127.0.0.1:0");
   flags.add_string("key", "with --join and security: this peer's key pair (made by gossip-keygen; its .pub allowed)", std::nullopt);
   flags.add_string("join-key", "with --join and security: the contact's public key file", std::nullopt);
+  flags.add_string("slowdown", "benchmarks: make every step of this peer take this many times longer", std::nullopt);
   flags.add_bool("resume", "continue from the newest checkpoint every peer has (checkpoint.dir)");
   flags.add_bool("help", "print this help");
   flags.parse(argc, argv);
@@ -73,6 +74,10 @@ int run(int argc, char** argv) {
   gossip::peer::RunConfig cfg = gossip::peer::load_config(flags.get_string("config"));
   if (flags.has("device")) cfg.device = flags.get_string("device");
   if (flags.has("epochs")) cfg.train.epochs = flags.get_double("epochs");
+  if (flags.has("slowdown")) {
+    cfg.slowdown = flags.get_double("slowdown");
+    if (!(cfg.slowdown >= 1 && cfg.slowdown <= 1000)) throw gossip::Error("gossip-peer", "--slowdown must be between 1 and 1000");
+  }
   const bool joining = flags.has("join");
   int rank = 0;
   if (joining) {

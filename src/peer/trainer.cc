@@ -6,6 +6,7 @@
 #include <iomanip>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -149,6 +150,7 @@ TrainResult Trainer::run() {
   log("peer ", rank_, ": ", model_->num_params(), " parameters, ", shard_.size(), " training rows, ",
       total_steps_, " steps (", steps_per_epoch_, " per epoch), backend ", backend_->name());
   for (int64_t step = start_step_; step < total_steps_; ++step) {
+    const auto step_start = Clock::now();
     next_batch();
     if (hook_) hook_->before_step(step, *model_);
     model::BatchStats s = model_->train_batch(batch_x_.data(), batch_y_.data(), batch);
@@ -156,6 +158,10 @@ TrainResult Trainer::run() {
       throw Error("peer " + std::to_string(rank_), "training loss became " + std::to_string(s.loss_sum) +
                                                        " at step " + std::to_string(step) + " (lower the learning rate)");
     sgd_->step(model::learning_rate(config_.train.schedule, step, total_steps_));
+    if (config_.slowdown > 1) {  // an emulated straggler: its computation takes slowdown× as long
+      backend_->synchronize();
+      std::this_thread::sleep_for((Clock::now() - step_start) * (config_.slowdown - 1));
+    }
     if (hook_) {
       hook_->after_step(step, *model_);
       int new_rank, new_n;
