@@ -239,6 +239,11 @@ TEST(Elastic, JoinerWithAnotherModelShapeIsRefused) {
   EXPECT_NE(r.output.find("refused: its model has"), std::string::npos) << r.output;
   EXPECT_LT(r.seconds, 20) << "refused, not left to time out";
   EXPECT_NE(run.log().find("refused the join request"), std::string::npos) << run.log();
+  // The members go on training (a refused join must not abandon a round they were in).
+  const size_t before = capture_all(run.log(), R"(\] step (\d+)/)").size();
+  ::usleep(1500000);
+  EXPECT_GT(capture_all(run.log(), R"(\] step (\d+)/)").size(), before) << run.log();
+  EXPECT_EQ(run.log().find("error"), std::string::npos) << run.log();
 }
 
 TEST(Elastic, JoiningThroughADeadEndpointIsAClearError) {

@@ -131,17 +131,20 @@ void ViewTransport::set_view(View view, int self_id) {
 
 Membership::Membership(ZmqTransport& zmq, ViewTransport& view, double timeout_s, size_t num_params)
     : zmq_(&zmq), view_(&view), timeout_s_(timeout_s), num_params_(num_params) {
-  view.set_change_filter([this] { return pending(); });
+  // A join request never interrupts a receive (it may yet be refused, and then an abandoned
+  // collective could not be resumed); it is taken up at the next step, whose proposal to the
+  // others does interrupt them.
+  view.set_change_filter([this] { return pending(false); });
 }
 
-bool Membership::pending() {
+bool Membership::pending(bool include_joins) {
   const View v = view_->view();
   while (auto note = zmq_->mailbox().take_any({MessageKind::kSuspect}, Clock::now()))
     if (v.rank_of(static_cast<int>(note->header.sender)) >= 0) deferred_.push_back(std::move(*note));
-  if (!deferred_.empty()) return true;
-  for (MessageKind k : kChangeKinds)
-    if (zmq_->mailbox().has_kind(k)) return true;
-  return false;
+  for (const InMessage& m : deferred_)
+    if (include_joins || m.header.kind != static_cast<uint16_t>(MessageKind::kJoin)) return true;
+  return zmq_->mailbox().has_kind(MessageKind::kView) ||
+         (include_joins && zmq_->mailbox().has_kind(MessageKind::kJoin));
 }
 
 void Membership::send_text(int id, MessageKind kind, uint32_t epoch, uint64_t round, const std::string& text) {
@@ -344,7 +347,7 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
     }
   }
   deferred_ = std::move(later);
-  if (pending()) box.interrupt();  // another change already started: do not block in a receive
+  if (pending(false)) box.interrupt();  // another change already started: do not block in a receive
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
   log("peer ", me, ": view change to epoch ", change.view.epoch, ": ", change.view.members.size(), " members (gone: ",
       describe(change.gone), ", joined: ", join_set.size(), "), resuming at round ", change.resume_round, ", agreed in ",

@@ -122,9 +122,9 @@ class Membership {
   // Joins are refused in the last round (the run would end before the joiner took a step).
   void set_total_steps(int64_t total) { total_steps_ = total; }
 
-  // True when a view-change event waits (never blocks). Suspicions of peers that are no longer
-  // members are discarded here.
-  bool pending();
+  // True when a view-change event waits (never blocks); without `include_joins`, only events that
+  // must interrupt a receive (proposals, suspicions). Suspicions of former members are discarded.
+  bool pending(bool include_joins = true);
   // Takes part in the view change; `round` = the next round this peer would communicate in.
   // nullopt when the events turned out to change nothing (e.g. a suspicion of a former member).
   std::optional<ViewChange> agree(int64_t round);

@@ -393,8 +393,9 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
       in.owner = copy;
     }
     mailbox_.put(std::move(in));
-    // A change of membership interrupts the training thread wherever it waits.
-    if (options_.elastic && (kind == MessageKind::kView || kind == MessageKind::kJoin)) mailbox_.interrupt();
+    // A proposal from another member interrupts the training thread wherever it waits (a join
+    // request waits for the next step: it may yet be refused).
+    if (options_.elastic && kind == MessageKind::kView) mailbox_.interrupt();
   }
 }
 
