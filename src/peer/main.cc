@@ -106,10 +106,11 @@ int run(int argc, char** argv) {
   // thread may still be sending zero-copy from the model's buffers (on an error path), so the
   // trainer owning those buffers goes after it; the control state, which the comm thread calls,
   // last. The transport is still created first (bind before loading data).
+  // The view (which status replies read on the comm thread) goes after the transport too.
   std::unique_ptr<gossip::peer::ControlState> control;
   std::unique_ptr<gossip::peer::Trainer> trainer;
-  std::unique_ptr<gossip::peer::ZmqTransport> transport;
   std::unique_ptr<gossip::peer::ViewTransport> view;
+  std::unique_ptr<gossip::peer::ZmqTransport> transport;
   std::unique_ptr<gossip::peer::Membership> membership;
   std::unique_ptr<gossip::peer::DecentralizedHook> hook;
   std::unique_ptr<gossip::peer::MetricsServer> metrics;  // declared last: stopped first
