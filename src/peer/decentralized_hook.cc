@@ -148,10 +148,10 @@ void DecentralizedHook::change_view(int64_t round, model::Mlp& model) {
   if (control_) control_->set_view(t_->rank(), t_->size(), change->view.epoch);
   for (const JoinRequest& j : change->welcome) {
     membership_->send_welcome(*change, j, total_steps_);
-    const int joiner = change->view.rank_of(change->view.members.back().id);
-    int rank = joiner;
+    int rank = -1;  // the joiner's rank in the new view
     for (size_t i = 0; i < change->view.members.size(); ++i)
       if (change->view.members[i].endpoint == j.endpoint) rank = static_cast<int>(i);
+    if (rank < 0) continue;
     // The joiner starts from this peer's current model; it arrives before any round-R message.
     auto copy = std::make_shared<std::vector<float>>(x, x + floats_);
     send_vector(*t_, rank, {MessageKind::kModel, static_cast<uint64_t>(change->resume_round), 0}, copy->data(), copy,
