@@ -22,9 +22,9 @@ using testing::TempDir;
 TEST(NextView, RemovesTheGoneAndAppendsJoinersInNonceOrder) {
   View v;
   v.epoch = 4;
-  for (int i = 0; i < 4; ++i) v.members.push_back({i, "tcp://h:" + std::to_string(i)});
+  for (int i = 0; i < 4; ++i) v.members.push_back({i, "tcp://h:" + std::to_string(i), ""});
   v.next_id = 4;
-  const View w = next_view(v, {1}, {{20, "tcp://b", 0}, {10, "tcp://a", 3}});
+  const View w = next_view(v, {1}, {{20, "tcp://b", 0, ""}, {10, "tcp://a", 3, ""}});
   EXPECT_EQ(w.epoch, 5u);
   ASSERT_EQ(w.members.size(), 5u);
   EXPECT_EQ(w.members[0].id, 0);

@@ -22,16 +22,21 @@ using testing::run_command;
 using testing::TempDir;
 
 
+// A 2-peer ring run with CurveZMQ keys from `keys`, training until stopped.
+std::string secured_yaml(const TempDir& dir, const std::string& keys, int log_every, const std::string& algorithm) {
+  return dir.write("run.yaml",
+      "seed: 2\ndevice: cpu\nlog_every: " + std::to_string(log_every) + "\npeers: {count: 2, host: 127.0.0.1, base_port: 0}\n"
+      "security: {keys: " + keys + "}\ntopology: ring\nalgorithm: " + algorithm + "\nmodel: {hidden: [32]}\n"
+      "data: {dataset: synthetic, synthetic: {train: 4000, test: 200, dims: 32, classes: 4}}\n"
+      "optimizer: {lr: 0.01, batch: 32, epochs: 100000}\n");
+}
+
 TEST(Security, OnlyAllowedKeysGetIn) {
   TempDir dir;
   const std::string keys = dir.path() + "/keys", other = dir.path() + "/other";
   ASSERT_EQ(run_command(testing::bin("gossip-keygen") + " " + keys + " --peers 2").exit_code, 0);
   ASSERT_EQ(run_command(testing::bin("gossip-keygen") + " " + other + " --name intruder").exit_code, 0);
-  const std::string yaml = dir.write("run.yaml",
-      "seed: 2\ndevice: cpu\nlog_every: 50\npeers: {count: 2, host: 127.0.0.1, base_port: 0}\n"
-      "security: {keys: " + keys + "}\ntopology: ring\nalgorithm: gossip\nmodel: {hidden: [32]}\n"
-      "data: {dataset: synthetic, synthetic: {train: 4000, test: 200, dims: 32, classes: 4}}\n"
-      "optimizer: {lr: 0.01, batch: 32, epochs: 100000}\n");
+  const std::string yaml = secured_yaml(dir, keys, 50, "gossip");
   testing::BackgroundRun run(yaml, dir.path() + "/run.log");
   const std::string endpoint = run.peer0_endpoint();
   ASSERT_FALSE(endpoint.empty()) << run.log();
@@ -89,11 +94,7 @@ TEST(Security, AllowedNewcomerJoinsAndAnOutsiderCannot) {
   ASSERT_EQ(run_command(testing::bin("gossip-keygen") + " " + keys + " --peers 2").exit_code, 0);
   ASSERT_EQ(run_command(testing::bin("gossip-keygen") + " " + keys + " --name newcomer").exit_code, 0);
   ASSERT_EQ(run_command(testing::bin("gossip-keygen") + " " + other + " --name intruder").exit_code, 0);
-  const std::string yaml = dir.write("run.yaml",
-      "seed: 2\ndevice: cpu\nlog_every: 200\npeers: {count: 2, host: 127.0.0.1, base_port: 0}\n"
-      "security: {keys: " + keys + "}\ntopology: ring\nalgorithm: {kind: gossip, timeout_s: 5}\nmodel: {hidden: [32]}\n"
-      "data: {dataset: synthetic, synthetic: {train: 4000, test: 200, dims: 32, classes: 4}}\n"
-      "optimizer: {lr: 0.01, batch: 32, epochs: 100000}\n");
+  const std::string yaml = secured_yaml(dir, keys, 200, "{kind: gossip, timeout_s: 5}");
   testing::BackgroundRun run(yaml, dir.path() + "/run.log");
   const std::string endpoint = run.peer0_endpoint();
   ASSERT_FALSE(endpoint.empty()) << run.log();

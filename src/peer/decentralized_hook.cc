@@ -69,14 +69,11 @@ void DecentralizedHook::global_average(float* x) {
 
 template <class F>
 bool DecentralizedHook::guarded(int64_t round, model::Mlp& model, F&& f) {
-  if (!membership_) {
-    f();
-    return true;
-  }
   try {
     f();
     return true;
   } catch (const MembershipInterrupt&) {
+    if (!membership_) throw;  // only elastic transports interrupt
     change_view(round, model);
     return false;
   }

@@ -79,12 +79,21 @@ void GossipStep::step(uint64_t round, const float* in, float* out) {
     weights[k] = static_cast<float>(nb.in[k].weight);
   }
   std::vector<bool> reported(deg, false);
+  // Neighbours' chunks usually cover the same floats: our own norm over them is computed once.
+  uint64_t own_offset = ~0ull;
+  size_t own_count = 0;
+  double own_norm2 = 0;
   // An outlier chunk (norm far beyond ours over the same span) is treated like a NaN chunk.
   auto screen = [&](size_t k) {
     InMessage& m = *current[k];
     if (max_norm_ratio_ <= 0 || !m.finite || m.count == 0 || m.header.offset + m.count > floats_) return;
     const double theirs = sum_squares(m.data, m.count);
-    const double ours = sum_squares(in + m.header.offset, m.count);
+    if (own_offset != m.header.offset || own_count != m.count) {
+      own_offset = m.header.offset;
+      own_count = m.count;
+      own_norm2 = sum_squares(in + own_offset, own_count);
+    }
+    const double ours = own_norm2;
     const double limit = max_norm_ratio_ * max_norm_ratio_ * (ours + 0.01 * double(m.count));
     if (theirs <= limit) return;
     m.finite = false;

@@ -8,6 +8,8 @@
 #include <memory>
 #include <iomanip>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "common/flags.h"
@@ -114,6 +116,8 @@ int run(int argc, char** argv) {
   std::unique_ptr<gossip::peer::Membership> membership;
   std::unique_ptr<gossip::peer::DecentralizedHook> hook;
   std::unique_ptr<gossip::peer::MetricsServer> metrics;  // declared last: stopped first
+  std::vector<std::string> peer_keys;  // CurveZMQ public keys of the YAML's peers, by rank
+  std::string own_public_key;
   if (cfg.algorithm.kind != Algorithm::kNone && n > 1) {
     gossip::peer::tune_allocator_for_large_messages();
     gossip::peer::ZmqTransportOptions opt;
@@ -130,15 +134,16 @@ int run(int argc, char** argv) {
       if (!flags.has("key") || !flags.has("join-key"))
         throw gossip::Error("gossip-peer", cfg.file + " uses security: --join also needs --key (ours) and --join-key (the contact's)");
       const gossip::peer::KeyPair own = gossip::peer::read_keypair(flags.get_string("key"));
-      opt.curve_public = own.public_key;
+      opt.curve_public = own_public_key = own.public_key;
       opt.curve_secret = own.secret_key;
       opt.allowed_keys = gossip::peer::read_allowed_keys(cfg.keys_dir);
     } else if (!cfg.keys_dir.empty()) {  // CurveZMQ on every socket, allow-list = every *.pub there
       const gossip::peer::KeyPair own = gossip::peer::read_keypair(cfg.keys_dir + "/peer-" + std::to_string(rank) + ".key");
-      opt.curve_public = own.public_key;
+      opt.curve_public = own_public_key = own.public_key;
       opt.curve_secret = own.secret_key;
       for (int j = 0; j < n; ++j)
-        opt.peer_public_keys.push_back(gossip::peer::read_public_key(cfg.keys_dir + "/peer-" + std::to_string(j) + ".pub"));
+        peer_keys.push_back(gossip::peer::read_public_key(cfg.keys_dir + "/peer-" + std::to_string(j) + ".pub"));
+      opt.peer_public_keys = peer_keys;
       opt.allowed_keys = gossip::peer::read_allowed_keys(cfg.keys_dir);
     }
     // Bind before loading data, so neighbours can queue messages to us while we start.
@@ -151,16 +156,14 @@ int run(int argc, char** argv) {
     transport->set_max_total_floats(trainer->model().num_params() + 16);
     gossip::peer::View initial;
     for (const auto& p : cfg.peers.list)
-      initial.members.push_back({p.id, p.endpoint, cfg.keys_dir.empty() || joining ? std::string() :
-                                     gossip::peer::read_public_key(cfg.keys_dir + "/peer-" + std::to_string(p.id) + ".pub")});
+      initial.members.push_back({p.id, p.endpoint, p.id < static_cast<int>(peer_keys.size()) ? peer_keys[p.id] : ""});
     initial.next_id = n;
     std::optional<gossip::peer::Welcome> welcome;
     const auto join_started = std::chrono::steady_clock::now();
     if (joining) {
       const std::string contact_key = flags.has("join-key") ? gossip::peer::read_public_key(flags.get_string("join-key")) : "";
-      const std::string own_key = flags.has("key") ? gossip::peer::read_keypair(flags.get_string("key")).public_key : "";
       welcome = gossip::peer::Membership::join(*transport, flags.get_string("join"), contact_key, transport->bound_endpoint(),
-                                               own_key, trainer->model().num_params(), cfg.algorithm.timeout_s);
+                                               own_public_key, trainer->model().num_params(), cfg.algorithm.timeout_s);
       initial = welcome->view;
       rank = initial.rank_of(welcome->id);
       gossip::set_log_prefix("[peer " + std::to_string(welcome->id) + "] ");

@@ -138,9 +138,9 @@ Membership::Membership(ZmqTransport& zmq, ViewTransport& view, double timeout_s,
 }
 
 bool Membership::pending(bool include_joins) {
-  const View v = view_->view();
+  // Runs on every step: the view is copied only when a suspicion note must be checked against it.
   while (auto note = zmq_->mailbox().take_any({MessageKind::kSuspect}, Clock::now()))
-    if (v.rank_of(static_cast<int>(note->header.sender)) >= 0) deferred_.push_back(std::move(*note));
+    if (view_->view().rank_of(static_cast<int>(note->header.sender)) >= 0) deferred_.push_back(std::move(*note));
   for (const InMessage& m : deferred_)
     if (include_joins || m.header.kind != static_cast<uint16_t>(MessageKind::kJoin)) return true;
   return zmq_->mailbox().has_kind(MessageKind::kView) ||
@@ -148,17 +148,7 @@ bool Membership::pending(bool include_joins) {
 }
 
 void Membership::send_text(int id, MessageKind kind, uint32_t epoch, uint64_t round, const std::string& text) {
-  auto body = std::make_shared<std::string>(pad_text(text));
-  OutMessage m;
-  m.header.kind = static_cast<uint16_t>(kind);
-  m.header.epoch = epoch;
-  m.header.round = round;
-  m.header.total_floats = body->size() / sizeof(float);
-  m.header.payload_bytes = static_cast<uint32_t>(body->size());
-  m.data = reinterpret_cast<const float*>(body->data());
-  m.count = body->size() / sizeof(float);
-  m.owner = body;
-  zmq_->send(id, std::move(m));
+  zmq_->send(id, text_message(kind, epoch, round, 0, std::make_shared<const std::string>(pad_text(text))));
 }
 
 void Membership::announce_leave(int64_t round) {

@@ -32,6 +32,22 @@ struct OutMessage {
 };
 
 // A received chunk; `owner` keeps `data` alive (it points into the network buffer: no copy).
+// A message whose payload is text padded to whole floats (pad_text), kept alive by `text`.
+inline OutMessage text_message(MessageKind kind, uint32_t epoch, uint64_t round, uint32_t tag,
+                               std::shared_ptr<const std::string> text) {
+  OutMessage m;
+  m.header.kind = static_cast<uint16_t>(kind);
+  m.header.epoch = epoch;
+  m.header.round = round;
+  m.header.tag = tag;
+  m.header.total_floats = text->size() / sizeof(float);
+  m.header.payload_bytes = static_cast<uint32_t>(text->size());
+  m.data = reinterpret_cast<const float*>(text->data());
+  m.count = text->size() / sizeof(float);
+  m.owner = std::move(text);
+  return m;
+}
+
 struct InMessage {
   Header header;
   const float* data = nullptr;

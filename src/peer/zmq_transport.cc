@@ -362,15 +362,8 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
         known = endpoints_.count(static_cast<int>(h.sender)) != 0;
       }
       if (decision && known) {  // tell the late one what was decided (even that it is gone)
-        OutMessage m;
-        m.header.kind = static_cast<uint16_t>(MessageKind::kView);
+        OutMessage m = text_message(MessageKind::kView, h.epoch, 0, 1, decision);
         m.header.sender = static_cast<uint32_t>(rank());
-        m.header.epoch = h.epoch;
-        m.header.tag = 1;
-        m.header.total_floats = decision->size() / sizeof(float);
-        m.data = reinterpret_cast<const float*>(decision->data());
-        m.count = decision->size() / sizeof(float);
-        m.owner = decision;
         links_[static_cast<int>(h.sender)].pending.push_back(std::move(m));
       }
       continue;
@@ -420,9 +413,8 @@ void ZmqTransport::watch_members(Clock::time_point now) {
     }
   }
   if (!options_.elastic || options_.heartbeat_interval_s <= 0 || rank() < 0) return;
-  static thread_local Clock::time_point last_beat{};
-  const bool beat = now - last_beat > std::chrono::duration<double>(options_.heartbeat_interval_s);
-  if (beat) last_beat = now;
+  const bool beat = now - last_beat_ > std::chrono::duration<double>(options_.heartbeat_interval_s);
+  if (beat) last_beat_ = now;
   for (int id : members) {
     if (id == rank() || suspected_[id]) continue;
     Link& link = links_[id];

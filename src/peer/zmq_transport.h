@@ -139,6 +139,7 @@ class ZmqTransport final : public Transport {
   std::map<int, Clock::time_point> heard_;      // last message from each id
   std::map<int, bool> suspected_;
   Clock::time_point watch_since_{};
+  Clock::time_point last_beat_{};               // when the members last got a heartbeat
   uint64_t seen_members_version_ = ~0ull;
   std::vector<zmq::socket_t> join_dealers_;
   std::thread thread_;
