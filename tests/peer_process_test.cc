@@ -56,7 +56,23 @@ std::map<int, std::pair<double, double>> consensus_by_step(const std::string& ou
 
 TEST(PeerProcesses, RingGossip4) {
   TempDir dir;
-  expect_all_trained(launch(dir, config(4, "ring", "gossip")), 4, 0.9);
+  auto r = launch(dir, config(4, "ring", "gossip", "eval_every: 20\n"));
+  expect_all_trained(r, 4, 0.9);
+  // eval_every: each peer logs its own model's test accuracy and its training time at steps 20, 40, 60.
+  std::regex re(R"(eval step (\d+) test_acc ([0-9.]+) train_s ([0-9.]+))");
+  std::map<int, int> lines_per_step;
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), re); it != std::sregex_iterator(); ++it) {
+    const int step = std::stoi((*it)[1]);
+    ++lines_per_step[step];
+    EXPECT_EQ(step % 20, 0);
+    EXPECT_GT(std::stod((*it)[2]), 0.25) << "better than chance (4 classes)";
+    EXPECT_LE(std::stod((*it)[2]), 1.0);
+    EXPECT_GT(std::stod((*it)[3]), 0.0);
+    if (step == 60) {
+      EXPECT_GE(std::stod((*it)[2]), 0.8) << r.output;
+    }
+  }
+  EXPECT_EQ(lines_per_step, (std::map<int, int>{{20, 4}, {40, 4}, {60, 4}})) << r.output;
 }
 
 TEST(PeerProcesses, OnePeerExponentialGossip8) {

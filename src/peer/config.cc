@@ -324,6 +324,7 @@ RunConfig parse_config(const std::string& yaml_text, const std::string& file_nam
   top.read_string("device", cfg.device, {"auto", "cpu", "cuda"});
   top.read_number("log_every", cfg.log_every, 1, 1e9);
   top.read_number("consensus_every", cfg.consensus_every, 0, 1e9);
+  top.read_number("eval_every", cfg.eval_every, 0, 1e9);
   top.read_string("init", cfg.init, {"same", "per_rank"});
   top.read_number("threads", cfg.threads, 0, 1024);
   if (top.has("security")) {

@@ -147,6 +147,7 @@ TrainResult Trainer::run() {
   double interval_loss = 0;
   int64_t interval_correct = 0, interval_count = 0;
   auto start = Clock::now(), interval_start = start;
+  Clock::duration eval_time{};  // spent in eval_every evaluations
   log("peer ", rank_, ": ", model_->num_params(), " parameters, ", shard_.size(), " training rows, ",
       total_steps_, " steps (", steps_per_epoch_, " per epoch), backend ", backend_->name());
   for (int64_t step = start_step_; step < total_steps_; ++step) {
@@ -189,6 +190,14 @@ TrainResult Trainer::run() {
       interval_loss = 0;
       interval_correct = interval_count = 0;
       interval_start = Clock::now();
+    }
+    if (config_.eval_every > 0 && (step + 1) % config_.eval_every == 0 && !last) {
+      // Benchmarks read "time to accuracy" from these lines: train_s excludes the evaluations.
+      const auto eval_start = Clock::now();
+      const EvalResult e = evaluate(data_.test);
+      log(std::fixed, std::setprecision(4), "eval step ", step + 1, " test_acc ", e.accuracy, " train_s ",
+          std::chrono::duration<double>(eval_start - start - eval_time).count());
+      eval_time += Clock::now() - eval_start;
     }
     if (config_.checkpoint_every > 0 && (step + 1) % config_.checkpoint_every == 0 && !last) save_checkpoint(step + 1);
     if (hook_ && hook_->stop_requested()) {

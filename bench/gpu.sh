@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# GPU readiness in one short run (a few minutes): builds gossip with CUDA (-DGOSSIP_CUDA=ON) into
+# build-cuda, runs the GPU tests (they skip on a machine without a device, so here they must run),
+# runs 2 peers training on the GPU through gossip-launch, and prints a markdown table of training
+# samples/s on the GPU for 784-1024-1024-10 at batch 256 and 1024, beside PyTorch on the same GPU
+# when its python3 has CUDA, and beside this machine's CPU backend.
+#
+#   bench/gpu.sh          build, test and measure (needs nvcc and the build dependencies)
+#   bench/gpu.sh pack     (on a Debian machine with the dependencies, i.e. after scripts/setup.sh)
+#                         writes .gpu-deps/sysroot.tar.xz: the headers, libraries and CMake/pkg-config
+#                         files of the dependencies, for a GPU machine that cannot install packages.
+#                         bench/gpu.sh unpacks it when the dependencies are missing there, e.g. with
+#                         the device tool: run(command="bench/gpu.sh", carry=[".gpu-deps"]).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+multiarch=x86_64-linux-gnu
+lib=/usr/lib/$multiarch
+
+if [[ ${1:-} == pack ]]; then
+  [[ -x build/bin/gossip-peer ]] || bash scripts/setup.sh >/dev/null
+  stage=$(mktemp -d)
+  trap 'rm -rf "$stage"' EXIT
+  copy() { for f in "$@"; do mkdir -p "$stage$(dirname "$f")"; cp -a "$f" "$stage$f"; done; }
+  copy /usr/include/zmq.h /usr/include/zmq_utils.h /usr/include/zmq.hpp /usr/include/zmq_addon.hpp \
+       /usr/include/zlib.h /usr/include/zconf.h /usr/include/yaml-cpp /usr/include/gtest /usr/include/gmock \
+       /usr/include/$multiarch/openblas-pthread $lib/cmake/yaml-cpp $lib/cmake/GTest \
+       $lib/libgtest.a $lib/libgtest_main.a $lib/libgmock.a $lib/libgmock_main.a \
+       /usr/bin/pkgconf "$(readlink -f $lib/libpkgconf.so.3)" $lib/libpkgconf.so.3
+  # The Boost headers that gossip's sources include, not all 160 MB of them.
+  for src in src/peer/metrics_server.cc tests/metrics_server_test.cc; do
+    g++ -std=c++20 -Isrc -Itests -M "$src" | tr ' \\' '\n\n' | grep '^/usr/include/boost/' || true
+  done | sort -u | while read -r h; do copy "$h"; done
+  # The libraries to link (unversioned names) and everything they load that is not glibc, libstdc++ or CUDA.
+  for l in libzmq.so libyaml-cpp.so libz.so openblas-pthread/libopenblas.so; do
+    copy "$lib/$l" "$(readlink -f "$lib/$l")"
+  done
+  ldd build/bin/gossip-peer | awk '$3 ~ /^\// {print $3}' |
+    grep -Ev '/(libc|libm|libdl|libpthread|librt|libresolv|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/cuda' |
+    while read -r so; do
+      real=$(readlink -f "$so")
+      dest=$lib/${so##*/}
+      [[ $so == */openblas-pthread/* ]] && dest=$lib/openblas-pthread/${so##*/}
+      mkdir -p "$stage$(dirname "$dest")"
+      cp "$real" "$stage$dest"
+    done
+  mkdir -p .gpu-deps
+  tar -C "$stage" -cJf .gpu-deps/sysroot.tar.xz .
+  echo "bench/gpu.sh pack: .gpu-deps/sysroot.tar.xz ($(du -h .gpu-deps/sysroot.tar.xz | cut -f1))"
+  exit 0
+fi
+
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+[[ -x $nvcc ]] || { echo "bench/gpu.sh: no nvcc (set CUDACXX or install the CUDA toolkit)" >&2; exit 2; }
+
+cmake_args=()
+if [[ ${GPU_SYSROOT:-} == 1 || ( ! -e /usr/include/zmq.hpp && -e .gpu-deps/sysroot.tar.xz ) ]]; then
+  # No packages here: build against the carried sysroot.
+  root=$PWD/.gpu-deps/root
+  [[ -d $root ]] || { mkdir -p "$root"; tar -C "$root" -xJf .gpu-deps/sysroot.tar.xz; }
+  mkdir -p "$root/pc"
+  printf 'Name: libzmq\nDescription: ZeroMQ\nVersion: 4.3.4\nLibs: -L%s -lzmq\nCflags: -I%s\n' \
+    "$root$lib" "$root/usr/include" > "$root/pc/libzmq.pc"
+  printf 'Name: openblas\nDescription: OpenBLAS\nVersion: 0.3.21\nLibs: -L%s -lopenblas\nCflags: -I%s\n' \
+    "$root$lib/openblas-pthread" "$root/usr/include/$multiarch/openblas-pthread" > "$root/pc/openblas.pc"
+  export PKG_CONFIG_PATH=$root/pc CPATH=$root/usr/include
+  export LIBRARY_PATH=$root$lib LD_LIBRARY_PATH=$root$lib:$root$lib/openblas-pthread:${LD_LIBRARY_PATH:-}
+  cmake_args+=(-DCMAKE_PREFIX_PATH="$root/usr")
+  command -v pkg-config >/dev/null || cmake_args+=(-DPKG_CONFIG_EXECUTABLE="$root/usr/bin/pkgconf")
+fi
+jobs=$(nproc)
+cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DGOSSIP_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" \
+  "${cmake_args[@]}" >/dev/null
+cmake --build build-cuda -j "$jobs" --target cuda_backend_test mlp_test train_bench gossip-peer gossip-launch \
+  >/dev/null
+bin=build-cuda/bin
+
+echo "== GPU tests"
+tests=$("$bin/cuda_backend_test" 2>&1 && "$bin/mlp_test" --gtest_filter='*Cuda*' 2>&1) || { echo "$tests"; exit 1; }
+echo "$tests" | grep -E "^\[  (PASSED|SKIPPED|FAILED) +\] [0-9]+ tests?"
+if grep -q "no CUDA device answers" <<< "$tests"; then
+  echo "bench/gpu.sh: the GPU tests skipped: no CUDA device answers on this machine" >&2
+  exit 1
+fi
+
+echo "== 2 peers gossiping, models on the GPU"
+run=$(mktemp -d)
+trap 'rm -rf "$run"' EXIT
+cat > "$run/gpu2.yaml" <<YAML
+seed: 1
+device: cuda
+log_every: 50
+peers: {count: 2, host: 127.0.0.1, base_port: 0}
+topology: ring
+algorithm: {kind: gossip, global_average_every: 10}
+model: {hidden: [256, 256]}
+data: {dataset: synthetic, synthetic: {train: 8000, test: 2000, dims: 32, classes: 4}}
+optimizer: {lr: 0.05, momentum: 0.9, batch: 64, epochs: 2}
+YAML
+"$bin/gossip-launch" "$run/gpu2.yaml" > "$run/log" 2>&1 || { tail -n 20 "$run/log"; exit 1; }
+grep "final:" "$run/log"
+[[ $(grep -o "params_crc [0-9a-f]*" "$run/log" | sort -u | wc -l) == 1 ]] ||
+  { echo "bench/gpu.sh: the 2 GPU peers ended with different models" >&2; exit 1; }
+
+echo "== samples/s, 784-1024-1024-10 (medians of 3)"
+source bench/lib.sh
+torch_cuda=0
+python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null && torch_cuda=1
+sps() { awk '{for (i = 1; i < NF; i++) if ($i == "samples/s") print $(i+1)}'; }
+echo "| batch | gossip CUDA | PyTorch CUDA | gossip / PyTorch | gossip CPU ($jobs threads) | CUDA / CPU |"
+echo "|---|---|---|---|---|---|"
+for b in 256 1024; do
+  g=$(for _ in 1 2 3; do "$bin/train_bench" --device cuda --dims 784,1024,1024,10 --batch $b --steps 2000 | sps; done | median)
+  t=n/a ratio=n/a
+  if [[ $torch_cuda == 1 ]]; then
+    t=$(for _ in 1 2 3; do python3 bench/train_torch.py --device cuda --dims 784,1024,1024,10 --batch $b --steps 2000 | sps; done | median)
+    ratio=$(awk -v a="$g" -v b="$t" 'BEGIN{printf "%.2f", a/b}')
+  fi
+  c=$("$bin/train_bench" --device cpu --threads "$jobs" --dims 784,1024,1024,10 --batch $b --steps 50 | sps)
+  echo "| $b | $g | $t | $ratio | $c | $(awk -v a="$g" -v b="$c" 'BEGIN{printf "%.1f", a/b}') |"
+done

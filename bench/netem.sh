@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Benchmark 5: 8 peers on an emulated network. Each peer runs in its own network namespace with a
+# veth into one bridge; its egress is shaped with `tc netem delay DELAY rate RATE` (so DELAY one
+# way between any two peers, RATE out of each). Everything is built and torn down by this script
+# (root only). Where the kernel has no sch_netem the link is shaped by `tbf` to RATE and no delay
+# is added; the table says which.
+# Reports, per algorithm, the time to TARGET test accuracy on Fashion-MNIST: the first eval_every
+# point at which the mean of the 8 peers' own models' test accuracies reaches TARGET, timed as the
+# slowest peer's training time at that step (evaluation time excluded); medians of REPEATS
+# interleaved runs.
+# Usage: sudo bench/netem.sh [repeats] [rate] [delay] [target]   (defaults: 3 1gbit 5ms 0.85)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPEATS=${1:-3}
+RATE=${2:-1gbit}
+DELAY=${3:-5ms}
+TARGET=${4:-0.85}
+N=8
+[[ $EUID == 0 ]] || { echo "bench/netem.sh: needs root (network namespaces, tc)" >&2; exit 2; }
+bash scripts/setup.sh >/dev/null
+source bench/lib.sh
+tag=g$$                 # names: bridge $tag-br, namespaces $tag-0.., host-side veths $tag-h0..
+subnet=10.213.77        # peers are $subnet.1 .. $subnet.N
+dir=$(mktemp -d)
+cleanup() {
+  pkill -f "gossip-peer --config $dir/" 2>/dev/null || true
+  for i in $(seq 0 $((N - 1))); do ip netns del "$tag-$i" 2>/dev/null || true; done
+  ip link del "$tag-br" 2>/dev/null || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+ip link add "$tag-br" type bridge
+ip link set "$tag-br" up
+shaping=""
+for i in $(seq 0 $((N - 1))); do
+  ns=$tag-$i
+  ip netns add "$ns"
+  ip link add "$tag-h$i" type veth peer name "$tag-p$i"
+  ip link set "$tag-p$i" netns "$ns"
+  ip link set "$tag-h$i" master "$tag-br" up
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link set "$tag-p$i" name eth0
+  ip -n "$ns" addr add "$subnet.$((i + 1))/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  if [[ -z $shaping || $shaping == netem ]] &&
+     ip netns exec "$ns" tc qdisc add dev eth0 root netem delay "$DELAY" rate "$RATE" limit 100000 2>/dev/null; then
+    shaping=netem
+  else
+    ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$RATE" burst 256kb latency 100ms
+    shaping=tbf
+  fi
+done
+link="$RATE, $DELAY one way (netem)"
+[[ $shaping == tbf ]] && link="$RATE (tbf), no added delay: this kernel has no sch_netem"
+
+yaml() {  # $1 = name, $2 = topology, $3 = algorithm
+  {
+    cat <<YAML
+seed: 1
+device: cpu
+threads: 1
+log_every: 100000
+eval_every: 40
+topology: $2
+algorithm: $3
+model: {hidden: [256, 256]}
+data: {dataset: fashion-mnist}
+optimizer: {lr: 0.05, momentum: 0.9, batch: 64, epochs: 3}
+peers:
+YAML
+    for i in $(seq 0 $((N - 1))); do echo "  - {id: $i, endpoint: tcp://$subnet.$((i + 1)):29500}"; done
+  } > "$dir/$1.yaml"
+}
+yaml allreduce ring allreduce
+yaml ring-pga ring '{kind: gossip, global_average_every: 6}'
+yaml onepeer-pga one_peer_exponential '{kind: gossip, global_average_every: 6}'
+
+# One run of $1: prints "seconds-to-target steps-to-target final-averaged-accuracy samples/s"
+# ("nan nan ..." when TARGET is never reached).
+run() {
+  for i in $(seq 0 $((N - 1))); do
+    ip netns exec "$tag-$i" build/bin/gossip-peer --config "$dir/$1.yaml" --rank "$i" > "$dir/log-$i" 2>&1 &
+  done
+  local failed=0
+  for job in $(jobs -p); do wait "$job" || failed=1; done
+  if [[ $failed == 1 ]]; then echo "bench/netem.sh: a peer of $1 failed:" >&2; tail -n 5 "$dir"/log-* >&2; exit 1; fi
+  cat "$dir"/log-* | awk -v target="$TARGET" -v n="$N" '
+    /eval step/ { for (i = 1; i < NF; i++) { if ($i == "step") s = $(i+1); if ($i == "test_acc") a = $(i+1);
+                                             if ($i == "train_s") t = $(i+1) }
+                  acc[s] += a; cnt[s]++; if (t > tmax[s]) tmax[s] = t }
+    /final:/    { for (i = 1; i < NF; i++) { if ($i == "averaged_model_test_acc") fin = $(i+1);
+                                             if ($i == "samples/s") sps += $(i+1) } }
+    END { best = ""; for (s in acc) if (cnt[s] == n && acc[s] / n >= target && (best == "" || s + 0 < best + 0)) best = s
+          if (best == "") printf "nan nan %s %.0f\n", fin, sps
+          else printf "%s %s %s %.0f\n", tmax[best], best, fin, sps }'
+}
+
+declare -A secs=() steps=() final=() rate=()
+for _ in $(seq "$REPEATS"); do
+  for a in allreduce ring-pga onepeer-pga; do
+    run "$a" > "$dir/result"
+    read -r s k f r < "$dir/result"
+    secs[$a]+="$s "; steps[$a]+="$k "; final[$a]+="$f "; rate[$a]+="$r "
+  done
+done
+m() { printf '%s\n' $1 | median; }
+base=$(m "${secs[allreduce]}")
+echo "8 peers, each in its own namespace; link: $link; Fashion-MNIST, 784-256-256-10, batch 64, 3 epochs;"
+echo "medians of $REPEATS runs"
+echo
+echo "| algorithm | steps to $TARGET | time to $TARGET (s) | vs all-reduce | total samples/s | final averaged test acc |"
+echo "|---|---|---|---|---|---|"
+for a in allreduce ring-pga onepeer-pga; do
+  case $a in
+    allreduce) label="all-reduce every step (ring reduce-scatter + all-gather)" ;;
+    ring-pga) label="ring gossip + global average every 6 (Gossip-PGA)" ;;
+    onepeer-pga) label="one-peer exponential gossip + global average every 6" ;;
+  esac
+  t=$(m "${secs[$a]}")
+  echo "| $label | $(m "${steps[$a]}") | $t | $(awk -v a="$t" -v b="$base" 'BEGIN{printf "%.2f", a/b}') |" \
+       "$(m "${rate[$a]}") | $(m "${final[$a]}") |"
+done
