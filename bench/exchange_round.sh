@@ -15,17 +15,20 @@ bash scripts/setup.sh >/dev/null
 mkdir -p build/bench-mpi
 mpicc -O2 -o build/bench-mpi/mpi_allreduce bench/mpi_allreduce.c
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --mca btl tcp,self --mca btl_tcp_if_include lo)
+MPISHM=(mpirun --allow-run-as-root --oversubscribe --mca btl vader,self)  # shared memory: the same-host best case
 source bench/lib.sh
 ALGOS=(ring one_peer_exponential push_sum allreduce ring@ipc one_peer_exponential@ipc)
-echo "gossip rows use tcp://127.0.0.1 unless marked ipc://; MPI uses --mca btl tcp,self; medians of $REPEATS runs of 10 rounds"
+echo "gossip rows use tcp://127.0.0.1 unless marked ipc://; MPI uses --mca btl tcp,self (ratios are to it) and, in"
+echo "the last columns, its shared-memory transport (--mca btl vader,self); medians of $REPEATS runs of 10 rounds"
 echo
-echo "| floats (MB) | n | MPI_Allreduce ms | gloo all_reduce ms | gloo / MPI | ring ms | ring / MPI | one-peer exp ms | one-peer / MPI | push-sum ms | push-sum / MPI | our all-reduce ms | ours / MPI | ring ipc ms | ring ipc / MPI | one-peer ipc ms | one-peer ipc / MPI |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| floats (MB) | n | MPI_Allreduce ms | gloo all_reduce ms | gloo / MPI | ring ms | ring / MPI | one-peer exp ms | one-peer / MPI | push-sum ms | push-sum / MPI | our all-reduce ms | ours / MPI | ring ipc ms | ring ipc / MPI | one-peer ipc ms | one-peer ipc / MPI | MPI shm ms | ring ipc / MPI shm | one-peer ipc / MPI shm |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for floats in $SIZES; do
   for n in 4 8; do
     declare -A res=()
     for _ in $(seq "$REPEATS"); do
       res[mpi]+="$("${MPIRUN[@]}" -np "$n" build/bench-mpi/mpi_allreduce "$floats" 10 | awk '{print $NF}') "
+      res[mpishm]+="$("${MPISHM[@]}" -np "$n" build/bench-mpi/mpi_allreduce "$floats" 10 | awk '{print $NF}') "
       res[gloo]+="$(/usr/bin/python3 bench/gloo_allreduce.py "$n" "$floats" 10 | awk '{print $NF}') "
       for a in "${ALGOS[@]}"; do
         transport=tcp; [[ $a == *@ipc ]] && transport=ipc
@@ -40,6 +43,11 @@ for floats in $SIZES; do
     for a in "${ALGOS[@]}"; do
       v=$(m "$a")
       row+=" $(awk -v s="$v" 'BEGIN{printf "%.1f", s*1e3}') | $(awk -v s="$v" -v b="$mpi" 'BEGIN{printf "%.2f", s/b}') |"
+    done
+    shm=$(m mpishm)
+    row+=" $(awk -v s="$shm" 'BEGIN{printf "%.1f", s*1e3}') |"
+    for a in ring@ipc one_peer_exponential@ipc; do
+      row+=" $(awk -v s="$(m "$a")" -v b="$shm" 'BEGIN{printf "%.2f", s/b}') |"
     done
     echo "$row"
   done

@@ -111,19 +111,31 @@ INSTANTIATE_TEST_SUITE_P(
 namespace gossip::peer {
 namespace {
 
-// The fused NaN/Inf test agrees with a plain scan for every position and size (stripes and tail).
-TEST(WireFormat, ChecksumPassAlsoFindsNonFiniteValues) {
-  for (size_t n : {0, 1, 5, 6, 7, 64, 1001}) {
-    std::vector<float> v(n, 1.5f);
-    bool finite = false;
-    const uint32_t clean = payload_checksum(v.data(), n * 4, 3, &finite);
-    EXPECT_TRUE(finite) << n;
-    EXPECT_EQ(clean, payload_checksum(v.data(), n * 4, 3)) << "same checksum with or without the test";
+// The fused NaN/Inf test and sum of squares agree with a plain scan for every position and size
+// (stripes, blocks and tail).
+TEST(WireFormat, ChecksumPassAlsoScansTheFloats) {
+  for (size_t n : {0, 1, 5, 6, 7, 64, 1001, 5000}) {
+    std::vector<float> v(n);
+    double expected = 0;
     for (size_t i = 0; i < n; ++i) {
+      v[i] = 0.5f + float(i % 7);
+      expected += double(v[i]) * v[i];
+    }
+    FloatScan scan;
+    scan.finite = false;
+    const uint32_t clean = payload_checksum(v.data(), n * 4, 3, &scan);
+    EXPECT_TRUE(scan.finite) << n;
+    EXPECT_NEAR(scan.sum_squares, expected, 1e-5 * expected) << n;
+    EXPECT_EQ(clean, payload_checksum(v.data(), n * 4, 3)) << "same checksum with or without the scan";
+    for (size_t i = 0; i < n; ++i) {
+      const float keep = v[i];
       v[i] = i % 2 ? std::numeric_limits<float>::infinity() : std::nanf("");
-      payload_checksum(v.data(), n * 4, 3, &finite);
-      EXPECT_FALSE(finite) << "n " << n << " position " << i;
-      v[i] = 1.5f;
+      payload_checksum(v.data(), n * 4, 3, &scan);
+      EXPECT_FALSE(scan.finite) << "n " << n << " position " << i;
+      v[i] = i % 3 ? -std::numeric_limits<float>::infinity() : -std::nanf("");
+      payload_checksum(v.data(), n * 4, 3, &scan);
+      EXPECT_FALSE(scan.finite) << "negative, n " << n << " position " << i;
+      v[i] = keep;
     }
   }
 }

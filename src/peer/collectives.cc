@@ -109,8 +109,8 @@ std::optional<InMessage> ChunkReader::next() {
                   "no " + kind_name(static_cast<uint16_t>(key_.kind)) + " message from " + t_->describe(peer_) +
                       " for round " + std::to_string(key_.round) + " within " + std::to_string(timeout_s_) +
                       " s: the neighbour is dead, hung or far behind");
-    bool finite = true;
-    if (!m->verified && !checksum_matches(m->header, m->data, m->count * sizeof(float), &finite)) {
+    FloatScan scan;
+    if (!m->verified && !checksum_matches(m->header, m->data, m->count * sizeof(float), &scan)) {
       log("peer ", t_->rank(), ": dropped a ", kind_name(m->header.kind), " chunk claiming to be from ",
           t_->describe(peer_), ": checksum mismatch");
       continue;
@@ -125,7 +125,8 @@ std::optional<InMessage> ChunkReader::next() {
     any_ = true;
     got_ += m->count;
     // Checked in the checksum's pass when the chunk came off the network, else here.
-    m->finite = (m->verified ? all_finite(m->data, m->count) : finite) && std::isfinite(m->header.weight);
+    m->finite = (m->verified ? all_finite(m->data, m->count) : scan.finite) && std::isfinite(m->header.weight);
+    if (!m->verified) m->sum_squares = scan.sum_squares;
     if (!m->finite && !reported_) {
       reported_ = true;
       log("peer ", t_->rank(), ": ", t_->describe(peer_), " sent NaN or Inf values in its ", kind_name(m->header.kind),

@@ -87,7 +87,7 @@ void GossipStep::step(uint64_t round, const float* in, float* out) {
   auto screen = [&](size_t k) {
     InMessage& m = *current[k];
     if (max_norm_ratio_ <= 0 || !m.finite || m.count == 0 || m.header.offset + m.count > floats_) return;
-    const double theirs = sum_squares(m.data, m.count);
+    const double theirs = m.sum_squares >= 0 ? m.sum_squares : sum_squares(m.data, m.count);
     if (own_offset != m.header.offset || own_count != m.count) {
       own_offset = m.header.offset;
       own_count = m.count;

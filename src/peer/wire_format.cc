@@ -50,6 +50,34 @@ uint32_t crc32c_soft(const uint8_t* p, size_t n, uint32_t crc) {
 }
 
 #if defined(__x86_64__)
+#define GOSSIP_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define GOSSIP_AVX2_CLONES
+#endif
+
+// Scans the floats of p[0, bytes) (bytes a multiple of 4): adds their squares to *sum_squares and
+// returns true when one is NaN or ±Inf. The test: a float's exponent bits plus one exponent unit
+// set bit 31 exactly when the exponent was all ones; OR-ed over the block and tested once at the
+// end, so the loop has no branch and vectorises (AVX2 where the CPU has it: in the checksum's pass
+// 2.6x the throughput of the scalar test it replaced, see the #4 notes).
+GOSSIP_AVX2_CLONES bool scan_floats(const uint8_t* p, size_t bytes, double* sum_squares) {
+  uint32_t acc = 0;
+  float sq = 0;
+  const size_t n = bytes / 4;
+#pragma omp simd reduction(| : acc) reduction(+ : sq)
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, p + 4 * i, 4);
+    float v;
+    std::memcpy(&v, &bits, 4);
+    acc |= (bits & 0x7F800000u) + 0x00800000u;
+    sq += v * v;
+  }
+  *sum_squares += sq;
+  return (acc & 0x80000000u) != 0;
+}
+
+#if defined(__x86_64__)
 __attribute__((target("sse4.2"))) uint32_t crc32c_hw(const uint8_t* p, size_t n, uint32_t crc) {
   uint64_t c = crc;
   while (n >= 8) {
@@ -64,32 +92,31 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_hw(const uint8_t* p, size_t n,
   return c32;
 }
 
-// Non-zero when either float of an 8-byte word is NaN or ±Inf (its exponent bits all ones).
-inline uint64_t non_finite_pair(uint64_t v) {
-  const uint64_t x = (v & 0x7F8000007F800000ull) ^ 0x7F8000007F800000ull;
-  return static_cast<uint64_t>(static_cast<uint32_t>(x) == 0) | static_cast<uint64_t>((x >> 32) == 0);
-}
-
-// Three stripes of `stripe` bytes each, in one loop (raw, un-inverted CRC states). With
-// kCheck, the same loads also test every float for NaN/Inf: nearly free, since the loop waits on
-// the CRC instruction's latency anyway. Returns true when some float was not finite.
-template <bool kCheck>
-__attribute__((target("sse4.2"))) bool crc32c_hw3(const uint8_t* p, size_t stripe, uint32_t s[3]) {
-  uint64_t a = s[0], b = s[1], c = s[2], bad = 0;
-  for (size_t i = 0; i < stripe; i += 8) {
-    uint64_t va, vb, vc;
-    std::memcpy(&va, p + i, 8);
-    std::memcpy(&vb, p + stripe + i, 8);
-    std::memcpy(&vc, p + 2 * stripe + i, 8);
-    a = __builtin_ia32_crc32di(a, va);
-    b = __builtin_ia32_crc32di(b, vb);
-    c = __builtin_ia32_crc32di(c, vc);
-    if constexpr (kCheck) bad |= non_finite_pair(va) | non_finite_pair(vb) | non_finite_pair(vc);
+// Three stripes of `stripe` bytes each (a multiple of 8), in one loop (raw, un-inverted CRC
+// states). With a scan, every block of the three stripes is scanned right after its CRC, while
+// it is still in L1. Returns true when some float was not finite.
+__attribute__((target("sse4.2"))) bool crc32c_hw3(const uint8_t* p, size_t stripe, uint32_t s[3], double* sum_squares) {
+  constexpr size_t kBlock = 2048;
+  uint64_t a = s[0], b = s[1], c = s[2];
+  bool bad = false;
+  for (size_t start = 0; start < stripe; start += kBlock) {
+    const size_t end = std::min(stripe, start + kBlock);
+    for (size_t i = start; i < end; i += 8) {
+      uint64_t va, vb, vc;
+      std::memcpy(&va, p + i, 8);
+      std::memcpy(&vb, p + stripe + i, 8);
+      std::memcpy(&vc, p + 2 * stripe + i, 8);
+      a = __builtin_ia32_crc32di(a, va);
+      b = __builtin_ia32_crc32di(b, vb);
+      c = __builtin_ia32_crc32di(c, vc);
+    }
+    if (sum_squares)
+      for (int k = 0; k < 3; ++k) bad |= scan_floats(p + k * stripe + start, end - start, sum_squares);
   }
   s[0] = static_cast<uint32_t>(a);
   s[1] = static_cast<uint32_t>(b);
   s[2] = static_cast<uint32_t>(c);
-  return bad != 0;
+  return bad;
 }
 const bool have_sse42 = __builtin_cpu_supports("sse4.2");
 #endif
@@ -114,37 +141,33 @@ uint32_t crc32c_portable(const void* data, size_t bytes, uint32_t seed) {
   return ~crc32c_soft(static_cast<const uint8_t*>(data), bytes, ~seed);
 }
 
-// True when some float of p[0, bytes) is NaN or ±Inf (bytes a multiple of 4).
-bool any_non_finite(const uint8_t* p, size_t bytes) {
-  uint32_t bad = 0;
-  for (size_t i = 0; i + 4 <= bytes; i += 4) {
-    uint32_t bits;
-    std::memcpy(&bits, p + i, 4);
-    bad |= static_cast<uint32_t>((bits & 0x7F800000u) == 0x7F800000u);
-  }
-  return bad != 0;
-}
-
 bool all_finite(const float* v, size_t n) {
-  return !any_non_finite(reinterpret_cast<const uint8_t*>(v), n * sizeof(float));
+  double unused = 0;
+  return !scan_floats(reinterpret_cast<const uint8_t*>(v), n * sizeof(float), &unused);
 }
 
-uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, bool* finite) {
+uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, FloatScan* scan) {
   const uint8_t* p = static_cast<const uint8_t*>(data);
   const size_t stripe = (bytes / 3) & ~size_t(7);
   uint32_t s[3] = {~0u, ~0u, ~0u};
+  double sum_squares = 0;
+  double* sq = scan ? &sum_squares : nullptr;
   bool bad = false;
 #if defined(__x86_64__)
   if (have_sse42) {
-    bad = finite ? crc32c_hw3<true>(p, stripe, s) : crc32c_hw3<false>(p, stripe, s);
+    bad = crc32c_hw3(p, stripe, s, sq);
   } else
 #endif
   {
     for (int k = 0; k < 3; ++k) s[k] = crc32c_raw(p + k * stripe, stripe, s[k]);
-    if (finite) bad = any_non_finite(p, 3 * stripe);
+    if (sq) bad = scan_floats(p, 3 * stripe, sq);
   }
   s[2] = crc32c_raw(p + 3 * stripe, bytes - 3 * stripe, s[2]);
-  if (finite) *finite = !bad && !any_non_finite(p + 3 * stripe, bytes - 3 * stripe);
+  if (scan) {
+    bad |= scan_floats(p + 3 * stripe, bytes - 3 * stripe, sq);
+    scan->finite = !bad;
+    scan->sum_squares = sum_squares;
+  }
   uint8_t lanes[12];
   for (int k = 0; k < 3; ++k) {
     const uint32_t v = ~s[k];
@@ -190,10 +213,10 @@ Header decode_header(const uint8_t* in) {
   return h;
 }
 
-uint32_t message_checksum(const Header& h, const void* payload, size_t payload_bytes, bool* finite) {
+uint32_t message_checksum(const Header& h, const void* payload, size_t payload_bytes, FloatScan* scan) {
   uint8_t buf[kHeaderBytes];
   encode_header(h, buf);
-  return payload_checksum(payload, payload_bytes, crc32c(buf, kHeaderBytes - 4), finite);
+  return payload_checksum(payload, payload_bytes, crc32c(buf, kHeaderBytes - 4), scan);
 }
 
 std::optional<std::string> validate_header(const void* header, size_t header_bytes, size_t payload_bytes,
@@ -217,8 +240,8 @@ std::optional<std::string> validate_header(const void* header, size_t header_byt
   return std::nullopt;
 }
 
-bool checksum_matches(const Header& h, const void* payload, size_t payload_bytes, bool* finite) {
-  return message_checksum(h, payload, payload_bytes, finite) == h.checksum;
+bool checksum_matches(const Header& h, const void* payload, size_t payload_bytes, FloatScan* scan) {
+  return message_checksum(h, payload, payload_bytes, scan) == h.checksum;
 }
 
 std::optional<std::string> validate_message(const void* header, size_t header_bytes, const void* payload,

@@ -74,18 +74,26 @@ uint32_t crc32c_portable(const void* data, size_t bytes, uint32_t seed = 0);
 // True when no value is NaN or ±Inf (an integer test on the exponent bits, so it vectorises).
 bool all_finite(const float* v, size_t n);
 
-// With `finite`, also tells (in the same pass) whether every float is finite.
-uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, bool* finite = nullptr);
+// What the checksum's pass also finds out about a payload of floats, block by block while each
+// block is still in L1: whether every value is finite and the sum of their squares (for the
+// gossip outlier screen; meaningless when not finite).
+struct FloatScan {
+  bool finite = true;
+  double sum_squares = 0;
+};
+
+// With `scan`, also scans the floats in the same pass.
+uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, FloatScan* scan = nullptr);
 
 // Computes the checksum over the encoded header (minus its checksum field) and the payload.
-uint32_t message_checksum(const Header& h, const void* payload, size_t payload_bytes, bool* finite = nullptr);
+uint32_t message_checksum(const Header& h, const void* payload, size_t payload_bytes, FloatScan* scan = nullptr);
 
 // Why a received header is rejected, or nullopt when it is well formed: sizes, magic, version,
 // kind and chunk bounds — everything but the checksum, which costs a pass over the payload and is
 // checked by the consumer right before it uses the (then cache-hot) values.
 std::optional<std::string> validate_header(const void* header, size_t header_bytes, size_t payload_bytes,
                                            Header* decoded);
-bool checksum_matches(const Header& h, const void* payload, size_t payload_bytes, bool* finite = nullptr);
+bool checksum_matches(const Header& h, const void* payload, size_t payload_bytes, FloatScan* scan = nullptr);
 
 // validate_header plus the checksum. The caller checks what depends on the run (sender, model size).
 std::optional<std::string> validate_message(const void* header, size_t header_bytes, const void* payload,
