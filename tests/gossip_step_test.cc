@@ -122,6 +122,30 @@ TEST(GossipStep, OutlierNormsAreNotMixedIn) {
   EXPECT_GT(out[0][5], 1000.0f);
 }
 
+// Neighbours that cut their vectors into different chunks: each chunk is screened as a whole.
+TEST(GossipStep, OutlierScreenWithMismatchedChunks) {
+  const int n = 3;
+  const size_t dim = 8;
+  std::vector<std::vector<float>> x(n, std::vector<float>(dim));
+  for (int r = 0; r < n; ++r)
+    for (size_t d = 0; d < dim; ++d) x[r][d] = float(r + 1);
+  for (size_t d = 4; d < 6; ++d) x[1][d] = 1e4f;
+  std::vector<std::vector<float>> out(n, std::vector<float>(dim));
+  gossip::testing::run_peers(n, [&](int r, Transport& t) {
+    const size_t chunk = r == 1 ? 3 : 4;  // peer 1 sends [0,3) [3,6) [6,8); the others [0,4) [4,8)
+    GossipStep step(t, topology::Graph{topology::Kind::kRing, 0, {}}, dim, chunk, 10.0, 10.0);
+    step.step(0, x[r].data(), out[r].data());
+  });
+  for (int r : {0, 2}) {
+    const float self = float(r + 1), other = r == 0 ? 3.0f : 1.0f;
+    for (size_t d = 0; d < dim; ++d) {
+      const bool from_outlier_chunk = d >= 3 && d < 6;  // peer 1's [3,6) holds the large values
+      const float expected = from_outlier_chunk ? (2 * self + other) / 3 : (self + 2.0f + other) / 3;
+      EXPECT_FLOAT_EQ(out[r][d], expected) << "peer " << r << " float " << d;
+    }
+  }
+}
+
 TEST(Collectives, AllFinite) {
   std::vector<float> v(37, 1.0f);
   EXPECT_TRUE(all_finite(v.data(), v.size()));

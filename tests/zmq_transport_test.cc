@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <thread>
 #include <zmq.hpp>
 
 #include "peer/collectives.h"
+#include "peer/gossip_step.h"
 
 namespace gossip::peer {
 namespace {
@@ -49,6 +51,30 @@ TEST_F(ZmqTransportTest, ChunkedVectorsTravelBothWays) {
   double w = receive_vector(a, 1, {MessageKind::kGossip, 3, 0}, 0, 10, 5.0, [](size_t, const float*, size_t) {}).weight;
   EXPECT_EQ(w, 0.5);
   EXPECT_GE(a.stats().bytes_sent, 400000u);
+}
+
+// Over real sockets the receiver checks each chunk's checksum itself, and the same pass gives the
+// chunk's sum of squares to GossipStep's outlier screen (no in-process shortcut involved).
+TEST_F(ZmqTransportTest, GossipScreensOutliersWithTheChecksumPassNorms) {
+  const int n = 3;
+  const size_t dim = 3000, chunk = 1000;
+  std::vector<std::vector<float>> x(n, std::vector<float>(dim)), out(n, std::vector<float>(dim));
+  for (int r = 0; r < n; ++r) std::fill(x[r].begin(), x[r].end(), float(r + 1));
+  std::fill(x[1].begin() + 1000, x[1].begin() + 2000, 1e4f);  // peer 1's second chunk
+  std::vector<std::thread> peers;
+  for (int r = 0; r < n; ++r)
+    peers.emplace_back([&, r] {
+      ZmqTransport t(options(r, n));
+      GossipStep step(t, topology::Graph{topology::Kind::kRing, 0, {}}, dim, chunk, 10.0, 10.0);
+      step.step(0, x[r].data(), out[r].data());
+    });
+  for (auto& p : peers) p.join();
+  for (int r : {0, 2}) {
+    const float self = float(r + 1), other = r == 0 ? 3.0f : 1.0f;
+    EXPECT_FLOAT_EQ(out[r][0], 2.0f);
+    EXPECT_FLOAT_EQ(out[r][1500], (2 * self + other) / 3) << "peer 1's outlier chunk is not mixed in";
+    EXPECT_FLOAT_EQ(out[r][2999], 2.0f);
+  }
 }
 
 // A rogue client sends garbage, a wrong version and a wrong model size; each is dropped and

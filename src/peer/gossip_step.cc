@@ -11,28 +11,54 @@ namespace {
 
 // dst = self·src + Σ_k w_k·v_k over `span` floats, v_k = current[k]->data + used[k]; the common
 // degrees get one fused loop each. A neighbour's chunk with NaN/Inf is not mixed in: our own
-// values stand in for it, so its weight goes to self for that span.
-void fold_span(float self, const float* __restrict src, float* __restrict dst, size_t span,
-               const std::vector<std::optional<InMessage>>& current, const std::vector<size_t>& used,
-               const std::vector<float>& w) {
+// values stand in for it, so its weight goes to self for that span. Returns Σ src² (taken in the
+// same pass, for the outlier screen; float partial sums per block, added up in double).
+double fold_span(float self, const float* __restrict src, float* __restrict dst, size_t span,
+                 const std::vector<std::optional<InMessage>>& current, const std::vector<size_t>& used,
+                 const std::vector<float>& w) {
   const size_t deg = current.size();
-  auto values = [&](size_t k) { return current[k]->finite ? current[k]->data + used[k] : src; };
-  if (deg == 0) {
-    for (size_t j = 0; j < span; ++j) dst[j] = self * src[j];
-  } else if (deg == 1) {
-    const float* __restrict a = values(0);
-    for (size_t j = 0; j < span; ++j) dst[j] = self * src[j] + w[0] * a[j];
-  } else if (deg == 2) {
-    const float* __restrict a = values(0);
-    const float* __restrict b = values(1);
-    for (size_t j = 0; j < span; ++j) dst[j] = self * src[j] + w[0] * a[j] + w[1] * b[j];
-  } else {
-    for (size_t j = 0; j < span; ++j) dst[j] = self * src[j];
-    for (size_t k = 0; k < deg; ++k) {
-      const float* __restrict a = values(k);
-      for (size_t j = 0; j < span; ++j) dst[j] += w[k] * a[j];
+  auto values = [&](size_t k, size_t begin) { return (current[k]->finite ? current[k]->data + used[k] : src) + begin; };
+  double total = 0;
+  for (size_t begin = 0; begin < span; begin += 4096) {
+    const size_t n = std::min(span - begin, size_t(4096));
+    const float* __restrict x = src + begin;
+    float* __restrict y = dst + begin;
+    float sq = 0;
+    if (deg == 0) {
+#pragma omp simd reduction(+ : sq)
+      for (size_t j = 0; j < n; ++j) {
+        y[j] = self * x[j];
+        sq += x[j] * x[j];
+      }
+    } else if (deg == 1) {
+      const float* __restrict a = values(0, begin);
+#pragma omp simd reduction(+ : sq)
+      for (size_t j = 0; j < n; ++j) {
+        y[j] = self * x[j] + w[0] * a[j];
+        sq += x[j] * x[j];
+      }
+    } else if (deg == 2) {
+      const float* __restrict a = values(0, begin);
+      const float* __restrict b = values(1, begin);
+#pragma omp simd reduction(+ : sq)
+      for (size_t j = 0; j < n; ++j) {
+        y[j] = self * x[j] + w[0] * a[j] + w[1] * b[j];
+        sq += x[j] * x[j];
+      }
+    } else {
+#pragma omp simd reduction(+ : sq)
+      for (size_t j = 0; j < n; ++j) {
+        y[j] = self * x[j];
+        sq += x[j] * x[j];
+      }
+      for (size_t k = 0; k < deg; ++k) {
+        const float* __restrict a = values(k, begin);
+        for (size_t j = 0; j < n; ++j) y[j] += w[k] * a[j];
+      }
     }
+    total += sq;
   }
+  return total;
 }
 
 }  // namespace
@@ -79,29 +105,21 @@ void GossipStep::step(uint64_t round, const float* in, float* out) {
     weights[k] = static_cast<float>(nb.in[k].weight);
   }
   std::vector<bool> reported(deg, false);
-  // Neighbours' chunks usually cover the same floats: our own norm over them is computed once.
-  uint64_t own_offset = ~0ull;
-  size_t own_count = 0;
-  double own_norm2 = 0;
-  // An outlier chunk (norm far beyond ours over the same span) is treated like a NaN chunk.
-  auto screen = [&](size_t k) {
+  // An outlier chunk (norm far beyond ours over the same floats) is treated like a NaN chunk:
+  // true when current[k] is one (and then marked so). `ours` = Σ in² over the chunk's floats.
+  auto outlier = [&](size_t k, double ours) {
     InMessage& m = *current[k];
-    if (max_norm_ratio_ <= 0 || !m.finite || m.count == 0 || m.header.offset + m.count > floats_) return;
+    if (max_norm_ratio_ <= 0 || !m.finite || m.count == 0) return false;
     const double theirs = m.sum_squares >= 0 ? m.sum_squares : sum_squares(m.data, m.count);
-    if (own_offset != m.header.offset || own_count != m.count) {
-      own_offset = m.header.offset;
-      own_count = m.count;
-      own_norm2 = sum_squares(in + own_offset, own_count);
-    }
-    const double ours = own_norm2;
     const double limit = max_norm_ratio_ * max_norm_ratio_ * (ours + 0.01 * double(m.count));
-    if (theirs <= limit) return;
+    if (theirs <= limit) return false;
     m.finite = false;
     if (!reported[k]) {
       reported[k] = true;
       log("peer ", t_->rank(), ": ", t_->describe(nb.in[k].peer), " sent values with norm ", std::sqrt(theirs),
           " against this peer's ", std::sqrt(ours), " over the same floats (round ", round, "): an outlier, not mixed in");
     }
+    return true;
   };
   size_t pos = 0;
   do {  // at least once: a zero-length vector still arrives as one empty chunk per neighbour
@@ -111,12 +129,25 @@ void GossipStep::step(uint64_t round, const float* in, float* out) {
         current[k] = readers[k].next();
         used[k] = 0;
         if (!current[k]) break;  // vector complete (only for the empty vector here)
-        screen(k);
       }
       span = current[k] ? std::min(span, current[k]->count - used[k]) : 0;
     }
     if (span == 0) break;
-    fold_span(self, in + pos, out + pos, span, current, used, weights);
+    // Usually every neighbour's chunk is exactly this span (the same chunk size everywhere): then
+    // our norm over it comes out of the fold itself and an outlier, which is rare, costs a second
+    // fold of the span. Otherwise each chunk is screened before its first span is folded.
+    bool whole = true;
+    for (size_t k = 0; k < deg; ++k) whole = whole && used[k] == 0 && current[k]->count == span;
+    if (!whole)
+      for (size_t k = 0; k < deg; ++k)
+        if (used[k] == 0 && current[k]->header.offset + current[k]->count <= floats_)
+          outlier(k, sum_squares(in + current[k]->header.offset, current[k]->count));
+    const double ours = fold_span(self, in + pos, out + pos, span, current, used, weights);
+    if (whole) {
+      bool refold = false;
+      for (size_t k = 0; k < deg; ++k) refold = outlier(k, ours) || refold;
+      if (refold) fold_span(self, in + pos, out + pos, span, current, used, weights);
+    }
     for (size_t k = 0; k < deg; ++k) used[k] += span;
     pos += span;
   } while (pos < floats_);

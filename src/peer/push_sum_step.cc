@@ -53,13 +53,13 @@ void PushSumStep::step(uint64_t round, float* z) {
     auto share = pool_.buffer(floats_);
     float* s = share->data();
     for (size_t i = 0; i < floats_; ++i) {
-      const float x = x_[i] + z[i] - x_[i] * inv;
+      const float x = x_[i] + (z[i] - x_[i] * inv);  // the update first: exact when z = x/w
       s[i] = p * x;
       x_[i] = self * x;
     }
     send_vector(*t_, nb.out[0].peer, ref, s, share, 0, floats_, floats_, nb.out[0].weight * w_, chunk_floats_);
   } else {
-    for (size_t i = 0; i < floats_; ++i) x_[i] += z[i] - x_[i] * inv;
+    for (size_t i = 0; i < floats_; ++i) x_[i] += z[i] - x_[i] * inv;  // the update first: exact when z = x/w
     for (const topology::Link& l : nb.out) {
       auto share = pool_.copy(x_.data(), floats_, static_cast<float>(l.weight));
       send_vector(*t_, l.peer, ref, share->data(), share, 0, floats_, floats_, l.weight * w_, chunk_floats_);
