@@ -22,7 +22,7 @@ using namespace gossip;
 namespace {
 
 double run_peer(int rank, int n, size_t floats, const std::string& algo, int rounds, const std::string& dir,
-                const std::string& scheme, size_t chunk_floats, double timeout) {
+                const std::string& scheme, size_t chunk_floats, double timeout, double max_norm_ratio) {
   peer::ZmqTransportOptions o;
   o.rank = rank;
   for (int i = 0; i < n; ++i)
@@ -30,7 +30,7 @@ double run_peer(int rank, int n, size_t floats, const std::string& algo, int rou
   o.rendezvous_dir = dir;
   o.max_chunk_bytes = chunk_floats * 4;
   peer::ZmqTransport t(o);
-  std::vector<float> x(floats, float(rank)), y(floats);
+  std::vector<float> x(floats, 1.0f + 0.01f * float(rank)), y(floats);  // alike, as models are: no outliers
   peer::RingAllReduce ar(t, chunk_floats, timeout);
   std::optional<peer::GossipStep> gossip;
   std::optional<peer::PushSumStep> push;
@@ -38,7 +38,7 @@ double run_peer(int rank, int n, size_t floats, const std::string& algo, int rou
     push.emplace(t, topology::Graph{topology::Kind::kPushSumOnePeerExponential, 0, {}}, floats, chunk_floats, timeout, false, 0);
     push->init(x.data());
   } else if (algo != "allreduce") {
-    gossip.emplace(t, topology::Graph{topology::parse_kind(algo), 0, {}}, floats, chunk_floats, timeout);
+    gossip.emplace(t, topology::Graph{topology::parse_kind(algo), 0, {}}, floats, chunk_floats, timeout, max_norm_ratio);
   }
   auto round = [&](int k) {
     if (gossip) {
@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   flags.add_string("transport", "tcp or ipc", "tcp");
   flags.add_string("chunk_bytes", "payload frame size", "1048576");
   flags.add_string("timeout", "seconds a peer waits for a neighbour", "60");
+  flags.add_string("max_norm_ratio", "gossip outlier screen, as algorithm.max_norm_ratio (gossip-peer's default)", "10");
   flags.parse(argc, argv);
   peer::tune_allocator_for_large_messages();
   const int n = static_cast<int>(flags.get_int("n"));
@@ -87,7 +88,8 @@ int main(int argc, char** argv) {
       double s = -1;
       try {
         s = run_peer(r, n, floats, algo, static_cast<int>(flags.get_int("rounds")), dir, flags.get_string("transport"),
-                     static_cast<size_t>(flags.get_int("chunk_bytes")) / 4, flags.get_double("timeout"));
+                     static_cast<size_t>(flags.get_int("chunk_bytes")) / 4, flags.get_double("timeout"),
+                     flags.get_double("max_norm_ratio"));
       } catch (const std::exception& e) {
         std::fprintf(stderr, "peer %d: %s\n", r, e.what());
       }

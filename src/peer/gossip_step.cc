@@ -11,8 +11,10 @@ namespace {
 
 // dst = self·src + Σ_k w_k·v_k over `span` floats, v_k = current[k]->data + used[k]; the common
 // degrees get one fused loop each. A neighbour's chunk with NaN/Inf is not mixed in: our own
-// values stand in for it, so its weight goes to self for that span. Returns Σ src² (taken in the
-// same pass, for the outlier screen; float partial sums per block, added up in double).
+// values stand in for it, so its weight goes to self for that span. With kNorm, returns Σ src²
+// (taken in the same pass, for the outlier screen; float partial sums per block, added up in
+// double).
+template <bool kNorm>
 double fold_span(float self, const float* __restrict src, float* __restrict dst, size_t span,
                  const std::vector<std::optional<InMessage>>& current, const std::vector<size_t>& used,
                  const std::vector<float>& w) {
@@ -28,14 +30,14 @@ double fold_span(float self, const float* __restrict src, float* __restrict dst,
 #pragma omp simd reduction(+ : sq)
       for (size_t j = 0; j < n; ++j) {
         y[j] = self * x[j];
-        sq += x[j] * x[j];
+        if constexpr (kNorm) sq += x[j] * x[j];
       }
     } else if (deg == 1) {
       const float* __restrict a = values(0, begin);
 #pragma omp simd reduction(+ : sq)
       for (size_t j = 0; j < n; ++j) {
         y[j] = self * x[j] + w[0] * a[j];
-        sq += x[j] * x[j];
+        if constexpr (kNorm) sq += x[j] * x[j];
       }
     } else if (deg == 2) {
       const float* __restrict a = values(0, begin);
@@ -43,13 +45,13 @@ double fold_span(float self, const float* __restrict src, float* __restrict dst,
 #pragma omp simd reduction(+ : sq)
       for (size_t j = 0; j < n; ++j) {
         y[j] = self * x[j] + w[0] * a[j] + w[1] * b[j];
-        sq += x[j] * x[j];
+        if constexpr (kNorm) sq += x[j] * x[j];
       }
     } else {
 #pragma omp simd reduction(+ : sq)
       for (size_t j = 0; j < n; ++j) {
         y[j] = self * x[j];
-        sq += x[j] * x[j];
+        if constexpr (kNorm) sq += x[j] * x[j];
       }
       for (size_t k = 0; k < deg; ++k) {
         const float* __restrict a = values(k, begin);
@@ -138,15 +140,17 @@ void GossipStep::step(uint64_t round, const float* in, float* out) {
     // fold of the span. Otherwise each chunk is screened before its first span is folded.
     bool whole = true;
     for (size_t k = 0; k < deg; ++k) whole = whole && used[k] == 0 && current[k]->count == span;
-    if (!whole)
+    if (!whole && max_norm_ratio_ > 0)
       for (size_t k = 0; k < deg; ++k)
         if (used[k] == 0 && current[k]->header.offset + current[k]->count <= floats_)
           outlier(k, sum_squares(in + current[k]->header.offset, current[k]->count));
-    const double ours = fold_span(self, in + pos, out + pos, span, current, used, weights);
-    if (whole) {
+    if (whole && max_norm_ratio_ > 0) {
+      const double ours = fold_span<true>(self, in + pos, out + pos, span, current, used, weights);
       bool refold = false;
       for (size_t k = 0; k < deg; ++k) refold = outlier(k, ours) || refold;
-      if (refold) fold_span(self, in + pos, out + pos, span, current, used, weights);
+      if (refold) fold_span<false>(self, in + pos, out + pos, span, current, used, weights);
+    } else {
+      fold_span<false>(self, in + pos, out + pos, span, current, used, weights);
     }
     for (size_t k = 0; k < deg; ++k) used[k] += span;
     pos += span;
