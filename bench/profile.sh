@@ -62,20 +62,25 @@ perf report -i "$out/perf.data" --no-children --sort comm --stdio -q 2>/dev/null
   awk '/^ +[0-9.]+%/ && n < 4 {n++; printf "| %s | %s |\n", $1, $2}'
 
 echo
-echo "## 4. system calls per peer and round (strace -f -c; warm-up rounds and the start included)"
+echo "## 4. system calls per peer and round (strace -f -c; warm-up rounds and the start included; the"
+echo "benchmark's parent waiting for its peers left out)"
 echo
 strace -f -c -o "$out/strace.txt" "${xb[@]}" --rounds "$ROUNDS" > /dev/null 2>&1
 echo "| system call | calls per peer and round | share of system-call time |"
 echo "|---|---|---|"
-awk -v n="$N" -v r="$((ROUNDS + 5))" '$1 ~ /^[0-9.]+$/ && NF >= 5 && n_ < 8 {n_++
+awk -v n="$N" -v r="$((ROUNDS + 5))" '$1 ~ /^[0-9.]+$/ && NF >= 5 && $NF != "wait4" && n_ < 8 {n_++
      printf "| %s | %.1f | %s%% |\n", $NF, $4 / n / r, $1}' "$out/strace.txt"
 awk -v n="$N" -v r="$((ROUNDS + 5))" '$NF == "total" {printf "\nall: %.0f calls per peer and round\n", $4 / n / r}' "$out/strace.txt"
 
 echo
-echo "## 5. a training step's instructions (callgrind, train_bench 784-256-256-10, batch 64, 1 thread, 30 steps)"
+echo "## 5. a training step's instructions (callgrind, train_bench 784-256-256-10, batch 64, 1 thread; only inside train_batch and the SGD step)"
 echo
-valgrind --tool=callgrind --callgrind-out-file="$out/cg.out" build/bin/train_bench --steps 30 > /dev/null 2>&1
+valgrind --tool=callgrind --collect-atstart=no --toggle-collect='gossip::model::Mlp::train_batch*' \
+  --toggle-collect='gossip::model::Sgd::step*' --callgrind-out-file="$out/cg.out" build/bin/train_bench --steps 30 \
+  > /dev/null 2>&1
 echo "| share of instructions | function |"
 echo "|---|---|"
-callgrind_annotate "$out/cg.out" 2>/dev/null | awk '/^ *[0-9,]+ \(/ && n < 10 {n++; pct = $2; gsub(/[()]/, "", pct)
-    fn = $0; sub(/^[^)]*\) +/, "", fn); sub(/ \[.*$/, "", fn); printf "| %s | %s |\n", pct, fn}' | sed -n '2,11p'
+callgrind_annotate "$out/cg.out" 2>/dev/null | grep -v "PROGRAM TOTALS" |
+  awk 'match($0, /\( *[0-9.]+%\)/) && n < 10 {n++; pct = substr($0, RSTART + 1, RLENGTH - 2); gsub(/ /, "", pct)
+       fn = substr($0, RSTART + RLENGTH); sub(/^ +/, "", fn); sub(/ \[.*$/, "", fn); sub(/^.*:/, "", fn); sub(/\(.*$/, "", fn)
+       printf "| %s | %s |\n", pct, fn}'
