@@ -160,7 +160,9 @@ TEST(EdgeList, MetropolisDoublyStochasticOnRandomConnectedGraphs) {
         EXPECT_NEAR(w.at(i, j), w.at(j, i), 1e-15);
       }
     }
-    if (n > 1) EXPECT_LT(rho(w), 1.0 - 1e-9) << "connected graphs mix";
+    if (n > 1) {
+      EXPECT_LT(rho(w), 1.0 - 1e-9) << "connected graphs mix";
+    }
   }
 }
 
