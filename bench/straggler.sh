@@ -32,6 +32,7 @@ optimizer: {lr: 0.02, momentum: 0.9, batch: 64, epochs: 1}
 YAML
 }
 yaml pushsum '{kind: push_sum, overlap: true, max_staleness: 2}' push_sum_one_peer_exponential
+yaml async '{kind: push_sum, overlap: true, max_staleness: unbounded}' push_sum_one_peer_exponential
 yaml allreduce allreduce ring
 # Starts the 8 peers (rank 3 slowed by $2) and prints the sum of their samples/s.
 run() {
@@ -46,7 +47,7 @@ run() {
 }
 declare -A res=()
 for _ in $(seq "$REPEATS"); do
-  for a in pushsum allreduce; do
+  for a in pushsum async allreduce; do
     res[$a-1]+="$(run $a 1) "
     res[$a-$SLOW]+="$(run $a "$SLOW") "
   done
@@ -56,7 +57,11 @@ echo "8 peers, 784-256-256-10, batch 64, every step stretched to ${BASE}x its co
 echo
 echo "| algorithm | total samples/s | with one peer ${SLOW}x slower | kept |"
 echo "|---|---|---|---|"
-for a in pushsum allreduce; do
-  label=$([[ $a == pushsum ]] && echo "push-sum, overlap, staleness 2" || echo "all-reduce every step")
+for a in pushsum async allreduce; do
+  case $a in
+    pushsum) label="push-sum, overlap, staleness 2" ;;
+    async) label="push-sum, overlap, staleness unbounded (asynchronous)" ;;
+    allreduce) label="all-reduce every step" ;;
+  esac
   echo "| $label | $(m $a-1) | $(m $a-$SLOW) | $(awk -v a="$(m $a-$SLOW)" -v b="$(m $a-1)" 'BEGIN{printf "%.2f", a/b}') |"
 done

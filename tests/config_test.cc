@@ -68,6 +68,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"seed: 1\noptimizer: {lr: fast}\n", "optimizer.lr"},
         BadCase{"seed: 1\noptimizer:\n  learning_rte: 0.1\n", "optimizer.learning_rte"},
         BadCase{"topology: hypercube\n", "unknown topology 'hypercube'"},
+        BadCase{"algorithm: {kind: push_sum, max_staleness: unbounded}\n", "needs overlap: true"},
         BadCase{"peers: {count: 0}\n", "peers.count"},
         BadCase{"peers:\n  - {id: 0, endpoint: tcp://127.0.0.1:5000}\n  - {id: 0, endpoint: tcp://127.0.0.1:5001}\n",
                 "duplicate peer id"},

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <random>
 #include <thread>
 
@@ -51,6 +52,52 @@ TEST_P(PushSumTest, ConservesMassAndConvergesToTheAverage) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, PushSumTest, ::testing::Combine(::testing::Bool(), ::testing::Values(1, 2, 3, 5, 8)));
+
+// One persistent straggler (peer 2, 2 ms per round). Asynchronous mode: the others never wait for
+// it (when they finish their rounds it is far behind), mass (Σw and Σx) is conserved, and the
+// straggler keeps its weight once the others have finished instead of giving it all away.
+// Bounded staleness, for contrast, ties everyone to it.
+TEST(PushSum, AsynchronousModeIsNotHeldBackByAStraggler) {
+  const int n = 5, rounds = 60, straggler = 2;
+  const size_t dim = 6;
+  for (int staleness : {-1, 2}) {
+    std::vector<std::vector<float>> z(n, std::vector<float>(dim));
+    double mass = 0;
+    for (int r = 0; r < n; ++r)
+      for (size_t d = 0; d < dim; ++d) mass += z[r][d] = float(r + 1) * float(d + 1);
+    std::vector<double> w(n);
+    std::atomic<int> straggler_rounds{0};
+    std::vector<int> straggler_rounds_when_done(n);
+    gossip::testing::run_peers(n, [&](int r, Transport& t) {
+      PushSumStep ps(t, {topology::Kind::kPushSumOnePeerExponential, 0, {}}, dim, 4, 10.0, true, staleness);
+      ps.set_total_rounds(rounds);
+      ps.init(z[r].data());
+      for (int k = 0; k < rounds; ++k) {
+        if (r == straggler) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        ps.step(k, z[r].data());
+        if (r == straggler) ++straggler_rounds;
+      }
+      straggler_rounds_when_done[r] = straggler_rounds;
+      ps.drain(z[r].data());
+      w[r] = ps.weight();
+    });
+    double wsum = 0, xsum = 0;
+    for (int r = 0; r < n; ++r) {
+      wsum += w[r];
+      for (size_t d = 0; d < dim; ++d) xsum += double(z[r][d]) * w[r];
+    }
+    EXPECT_NEAR(wsum, n, 1e-9) << "staleness " << staleness;
+    EXPECT_NEAR(xsum, mass, 1e-4 * mass) << "staleness " << staleness;
+    EXPECT_GT(w[straggler], 0.1) << "the straggler kept weight";
+    for (int r = 0; r < n; ++r) {
+      if (r == straggler) continue;
+      if (staleness < 0)
+        EXPECT_LT(straggler_rounds_when_done[r], rounds / 2) << "peer " << r << " waited for the straggler";
+      else
+        EXPECT_GE(straggler_rounds_when_done[r], rounds / 2) << "peer " << r << " did not wait";
+    }
+  }
+}
 
 TEST(PushSum, LocalUpdateAppliesToNumerator) {
   InprocFabric fabric(1);

@@ -199,7 +199,12 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
     r.read_string("kind", kind);
     r.read_number("global_average_every", a.global_average_every, 0, 1e9);
     r.read("overlap", a.overlap, "true or false");
-    r.read_number("max_staleness", a.max_staleness, 0, 1000);
+    if (r.has("max_staleness") && r.get("max_staleness").IsScalar() && r.get("max_staleness").Scalar() == "unbounded") {
+      if (!a.overlap) r.fail(r.get("max_staleness"), "'unbounded' (never wait) needs overlap: true", "max_staleness");
+      a.max_staleness = -1;
+    } else {
+      r.read_number("max_staleness", a.max_staleness, 0, 1000);
+    }
     r.read_number("timeout_s", a.timeout_s, 0.1, 86400);
     r.read_number("heartbeat_s", a.heartbeat_s, 0, 60);
     r.read_number("dead_after_s", a.dead_after_s, 0.1, 86400);

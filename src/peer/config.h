@@ -32,7 +32,7 @@ struct AlgorithmConfig {
   Algorithm kind = Algorithm::kNone;  // none = independent training (single peer)
   int global_average_every = 0;       // H > 0: exact global average after every H-th step (Gossip-PGA)
   bool overlap = false;               // push-sum: communicate while the next step computes
-  int max_staleness = 2;              // overlap: rounds a neighbour's message may lag before we wait
+  int max_staleness = 2;              // overlap: rounds a neighbour's message may lag before we wait (-1: never)
   double timeout_s = 60;              // a neighbour silent this long is reported as dead
   double heartbeat_s = 0.25;          // every member gets a heartbeat this often
   double dead_after_s = 3;            // a member with no heartbeat this long is removed from the run

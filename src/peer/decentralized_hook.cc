@@ -96,6 +96,7 @@ void DecentralizedHook::mix(int64_t step, model::Mlp& model) {
       host_.swap(host_out_);
     }
   } else if (push_sum_) {
+    push_sum_->set_total_rounds(static_cast<uint64_t>(total_steps_));
     push_sum_->step(static_cast<uint64_t>(step), x);
   }
   store_params(model);
