@@ -119,7 +119,7 @@ void DecentralizedHook::after_step(int64_t step, model::Mlp& model) {
     if (control_->snapshot_due(step + 1)) control_->capture(step + 1, x, floats_);
   }
   if (consensus_every_ > 0 && (step + 1) % consensus_every_ == 0 && (step + 1) % log_every_ != 0 &&
-      step >= resume_round_) {
+      step >= resume_round_ && !asynchronous()) {
     guarded(step + 1, model, [&] {
       Consensus c = consensus(x);
       if (t_->rank() == 0) {
@@ -189,6 +189,13 @@ Consensus DecentralizedHook::consensus(const float* x) {
 
 std::string DecentralizedHook::log_extra(int64_t step, model::Mlp& model) {
   if (step < resume_round_) return "";
+  if (asynchronous()) {  // Ξ is a collective: every peer would wait here for the slowest
+    const TransportStats s = t_->stats();
+    std::ostringstream out;
+    out << std::fixed << std::setprecision(1) << " consensus n/a (asynchronous) sent_MB " << s.bytes_sent / 1e6
+        << " wait_s " << s.wait_seconds;
+    return out.str();
+  }
   Consensus c;
   if (!guarded(step + 1, model, [&] { c = consensus(host_params(model)); })) return " (membership changed)";
   const TransportStats s = t_->stats();

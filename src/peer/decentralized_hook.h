@@ -73,6 +73,8 @@ class DecentralizedHook final : public StepHook {
   bool guarded(int64_t round, model::Mlp& model, F&& f);
 
   AlgorithmConfig algo_;
+  // Asynchronous push-sum: no step may wait for other peers (so no Ξ on progress lines).
+  bool asynchronous() const { return push_sum_ && algo_.overlap && algo_.max_staleness < 0; }
   int consensus_every_;
   int log_every_;
   Transport* t_;  // owned by the peer's main, outlives the hook
