@@ -125,8 +125,9 @@ std::optional<InMessage> ChunkReader::next() {
     any_ = true;
     got_ += m->count;
     // Checked in the checksum's pass when the chunk came off the network, else here.
-    m->finite = (m->verified ? all_finite(m->data, m->count) : scan.finite) && std::isfinite(m->header.weight);
-    if (!m->verified) m->sum_squares = scan.sum_squares;
+    if (m->verified) scan = float_scan(m->data, m->count);
+    m->finite = scan.finite && std::isfinite(m->header.weight);
+    m->sum_squares = scan.sum_squares;
     if (!m->finite && !reported_) {
       reported_ = true;
       log("peer ", t_->rank(), ": ", t_->describe(peer_), " sent NaN or Inf values in its ", kind_name(m->header.kind),

@@ -74,7 +74,7 @@ class DecentralizedHook final : public StepHook {
 
   AlgorithmConfig algo_;
   // Asynchronous push-sum: no step may wait for other peers (so no Ξ on progress lines).
-  bool asynchronous() const { return push_sum_ && algo_.overlap && algo_.max_staleness < 0; }
+  bool asynchronous() const { return push_sum_ && push_sum_->asynchronous(); }
   int consensus_every_;
   int log_every_;
   Transport* t_;  // owned by the peer's main, outlives the hook

@@ -112,7 +112,7 @@ void GossipStep::step(uint64_t round, const float* in, float* out) {
   auto outlier = [&](size_t k, double ours) {
     InMessage& m = *current[k];
     if (max_norm_ratio_ <= 0 || !m.finite || m.count == 0) return false;
-    const double theirs = m.sum_squares >= 0 ? m.sum_squares : sum_squares(m.data, m.count);
+    const double theirs = m.sum_squares;
     const double limit = max_norm_ratio_ * max_norm_ratio_ * (ours + 0.01 * double(m.count));
     if (theirs <= limit) return false;
     m.finite = false;

@@ -46,6 +46,8 @@ class PushSumStep {
   double weight() const { return w_; }
   std::vector<float>& numerator() { return x_; }
   void set_state(const float* x, double w);
+  // overlap with max_staleness < 0: rounds never wait (see above).
+  bool asynchronous() const { return overlap_ && max_staleness_ < 0; }
 
  private:
   struct Expected {
@@ -54,7 +56,6 @@ class PushSumStep {
   };
   void fold(const Expected& e);
   void write_model(float* z) const;
-  bool asynchronous() const { return overlap_ && max_staleness_ < 0; }
   // Asynchronous mode: how many messages each peer sends to this one in rounds
   // [first_round_, total_rounds_) (recomputed when n or the first round changes).
   const std::map<int, uint64_t>& link_totals();

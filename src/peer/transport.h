@@ -55,7 +55,7 @@ struct InMessage {
   std::shared_ptr<void> owner;
   bool verified = true;  // false: the consumer must check header.checksum before using data
   bool finite = true;    // set by ChunkReader: false when a value is NaN or ±Inf
-  double sum_squares = -1;  // set by ChunkReader from the checksum's pass (-1: not known)
+  double sum_squares = 0;  // set by ChunkReader: Σ value² (from the checksum's pass over the network)
 };
 
 struct MatchKey {

@@ -150,10 +150,13 @@ uint32_t crc32c_portable(const void* data, size_t bytes, uint32_t seed) {
   return ~crc32c_soft(static_cast<const uint8_t*>(data), bytes, ~seed);
 }
 
-bool all_finite(const float* v, size_t n) {
-  double unused = 0;
-  return !scan_floats(reinterpret_cast<const uint8_t*>(v), n * sizeof(float), &unused);
+FloatScan float_scan(const float* v, size_t n) {
+  FloatScan scan;
+  scan.finite = !scan_floats(reinterpret_cast<const uint8_t*>(v), n * sizeof(float), &scan.sum_squares);
+  return scan;
 }
+
+bool all_finite(const float* v, size_t n) { return float_scan(v, n).finite; }
 
 uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, FloatScan* scan) {
   const uint8_t* p = static_cast<const uint8_t*>(data);

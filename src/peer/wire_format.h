@@ -71,9 +71,6 @@ uint32_t crc32c_portable(const void* data, size_t bytes, uint32_t seed = 0);
 // tail goes with the third), each stripe gets its own CRC32C, and the result is the CRC32C of the
 // three stripe CRCs (12 little-endian bytes) seeded with `seed`. Three independent stripes let
 // the CPU overlap the CRC instruction's latency, about 3x faster than one stream.
-// True when no value is NaN or ±Inf (an integer test on the exponent bits, so it vectorises).
-bool all_finite(const float* v, size_t n);
-
 // What the checksum's pass also finds out about a payload of floats, block by block while each
 // block is still in L1: whether every value is finite and the sum of their squares (for the
 // gossip outlier screen; meaningless when not finite).
@@ -81,6 +78,10 @@ struct FloatScan {
   bool finite = true;
   double sum_squares = 0;
 };
+// The same scan on its own, for values that came without a checksum (in-process transports).
+FloatScan float_scan(const float* v, size_t n);
+// True when no value is NaN or ±Inf (an integer test on the exponent bits, so it vectorises).
+bool all_finite(const float* v, size_t n);
 
 // With `scan`, also scans the floats in the same pass.
 uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, FloatScan* scan = nullptr);
