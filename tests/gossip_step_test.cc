@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <thread>
 
 #include "peer/inproc_transport.h"
@@ -144,6 +145,101 @@ TEST(GossipStep, OutlierScreenWithMismatchedChunks) {
       EXPECT_FLOAT_EQ(out[r][d], expected) << "peer " << r << " float " << d;
     }
   }
+}
+
+// bf16 wire, pure averaging: the peers' average is kept to float rounding (each keeps its own
+// rounding residual out of the mix), they end within two bf16 units of it (2⁻⁷ in [1, 2))
+// (an f32 mix would agree to float precision), and half the bytes travel. A plain mix of the
+// rounded values (no residual) moves the average by 3e-3 to 1e-2 here.
+TEST(GossipStep, Bf16WireKeepsTheAverageAndAgreesToItsRounding) {
+  const int n = 8;
+  const size_t dim = 1000, chunk = 300;
+  const int rounds = 80;
+  for (topology::Kind kind :
+       {topology::Kind::kRing, topology::Kind::kOnePeerExponential, topology::Kind::kExponential}) {
+    const topology::Graph g{kind, 0, {}};
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> uniform(1.0f, 2.0f);
+    std::vector<std::vector<float>> x(n, std::vector<float>(dim));
+    for (auto& v : x)
+      for (float& f : v) f = uniform(rng);
+    auto mean = [&](size_t d) {
+      double s = 0;
+      for (int r = 0; r < n; ++r) s += x[r][d];
+      return s / n;
+    };
+    std::vector<double> before(dim);
+    double spread_before = 0;
+    for (size_t d = 0; d < dim; ++d) {
+      before[d] = mean(d);
+      for (int r = 0; r < n; ++r) spread_before = std::max(spread_before, std::fabs(x[r][d] - before[d]));
+    }
+    std::vector<uint64_t> sent(n);
+    gossip::testing::run_peers(n, [&](int r, Transport& t) {
+      GossipStep step(t, g, dim, chunk, 10.0, 10.0, Dtype::kBf16);
+      std::vector<float> out(dim);
+      for (int k = 0; k < rounds; ++k) {
+        step.step(k, x[r].data(), out.data());
+        x[r].swap(out);
+      }
+      sent[r] = t.stats().bytes_sent;
+    });
+    double drift = 0, spread = 0;
+    for (size_t d = 0; d < dim; ++d) {
+      const double m = mean(d);
+      drift = std::max(drift, std::fabs(m - before[d]));
+      for (int r = 0; r < n; ++r) spread = std::max(spread, std::fabs(x[r][d] - m));
+    }
+    const std::string name = topology::kind_name(kind);
+    EXPECT_LT(drift, 1e-5) << name << ": the average moved";  // measured ≤ 1.7e-6; 3e-3–1.2e-2 without the residual
+    EXPECT_GT(spread_before, 0.4) << name;
+    EXPECT_LT(spread, 2 * std::ldexp(1.0, -7)) << name << ": further apart than bf16 rounding explains";
+    uint64_t expected = 0;  // every round, each out-neighbour gets dim values of 2 bytes
+    for (int k = 0; k < rounds; ++k) expected += topology::neighbours(g, n, 0, k).out.size() * dim * 2;
+    EXPECT_EQ(sent[0], expected) << name;
+  }
+}
+
+// bf16 with a NaN from a neighbour: like f32, the bad chunk's weight goes to self (values exactly
+// representable in bf16, so the results are the f32 ones).
+TEST(GossipStep, Bf16NonFiniteNeighbourValuesAreNotMixedIn) {
+  const int n = 3;
+  const size_t dim = 8;
+  std::vector<std::vector<float>> x(n, std::vector<float>(dim)), out(n, std::vector<float>(dim));
+  for (int r = 0; r < n; ++r)
+    for (size_t d = 0; d < dim; ++d) x[r][d] = float(r + 1);
+  x[1][3] = std::numeric_limits<float>::quiet_NaN();
+  gossip::testing::run_peers(n, [&](int r, Transport& t) {
+    GossipStep step(t, topology::Graph{topology::Kind::kRing, 0, {}}, dim, 2, 10.0, 10.0, Dtype::kBf16);
+    step.step(0, x[r].data(), out[r].data());
+  });
+  for (int r : {0, 2}) {
+    const float self = float(r + 1), other = r == 0 ? 3.0f : 1.0f;
+    EXPECT_FLOAT_EQ(out[r][0], 2.0f) << r;
+    EXPECT_FLOAT_EQ(out[r][2], (2 * self + other) / 3) << r;
+    EXPECT_FLOAT_EQ(out[r][3], (2 * self + other) / 3) << r;
+    EXPECT_FLOAT_EQ(out[r][4], 2.0f) << r;
+  }
+}
+
+// Peers configured with different algorithm.wire stop with an error naming the neighbour and
+// the setting, instead of mixing values they read wrongly or timing out.
+TEST(GossipStep, PeersWithDifferentWireSettingsGetAClearError) {
+  const int n = 3;
+  std::vector<std::string> errors(n);
+  gossip::testing::run_peers(n, [&](int r, Transport& t) {
+    std::vector<float> x(16, 1.0f), out(16);
+    GossipStep step(t, topology::Graph{topology::Kind::kRing, 0, {}}, x.size(), 8, 5.0, 10.0,
+                    r == 0 ? Dtype::kBf16 : Dtype::kF32);
+    try {
+      step.step(0, x.data(), out.data());
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+    }
+  });
+  EXPECT_NE(errors[0].find("values as f32 but this peer expects bf16"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("algorithm.wire"), std::string::npos) << errors[0];
+  for (int r : {1, 2}) EXPECT_NE(errors[r].find("peer 0 (inproc://0) sends gossip values as bf16"), std::string::npos) << errors[r];
 }
 
 TEST(Collectives, AllFinite) {

@@ -148,3 +148,62 @@ TEST(WireFormat, HardwareCrcMatchesTheTable) {
 
 }  // namespace
 }  // namespace gossip::peer
+
+namespace gossip::peer {
+namespace {
+
+// bf16 payloads: 2 bytes a value, for gossip messages only; the type travels in the header.
+TEST(WireFormat, Bf16PayloadsAreGossipOnly) {
+  Header h = sample();
+  h.kind = static_cast<uint16_t>(MessageKind::kGossip);
+  h.dtype = static_cast<uint32_t>(Dtype::kBf16);
+  const std::vector<uint16_t> values = {0x3F80, 0x4000, 0x4040};  // 1, 2, 3: three values, 6 bytes
+  h.payload_bytes = 6;
+  h.checksum = message_checksum(h, values.data(), 6);
+  uint8_t buf[kHeaderBytes];
+  encode_header(h, buf);
+  EXPECT_EQ(decode_header(buf).dtype, h.dtype);
+  Header d;
+  EXPECT_EQ(validate_message(buf, kHeaderBytes, values.data(), 6, &d), std::nullopt);
+  EXPECT_EQ(d.payload_bytes / element_bytes(d.dtype), 3u);
+
+  h.kind = static_cast<uint16_t>(MessageKind::kPushSum);
+  encode_header(h, buf);
+  EXPECT_EQ(validate_header(buf, kHeaderBytes, 6, &d).value_or(""), "bf16 values in a push-sum message (only gossip carries them)");
+  h.kind = static_cast<uint16_t>(MessageKind::kGossip);
+  h.dtype = 7;
+  encode_header(h, buf);
+  EXPECT_EQ(validate_header(buf, kHeaderBytes, 6, &d).value_or(""), "unknown payload type 7");
+  h.dtype = static_cast<uint32_t>(Dtype::kBf16);
+  h.payload_bytes = 5;
+  encode_header(h, buf);
+  EXPECT_EQ(validate_header(buf, kHeaderBytes, 5, &d).value_or(""), "payload is not a whole number of bf16 values");
+  h.total_floats = h.offset + 2;  // three values do not fit
+  h.payload_bytes = 6;
+  encode_header(h, buf);
+  EXPECT_NE(validate_header(buf, kHeaderBytes, 6, &d).value_or("").find("outside a vector"), std::string::npos);
+}
+
+// The checksum's pass reads bf16 values as bf16: NaN/Inf anywhere is found, and the sum of
+// squares is that of the widened values.
+TEST(WireFormat, ChecksumPassScansBf16Values) {
+  for (size_t n : {1, 5, 13, 2000, 5001}) {
+    std::vector<uint16_t> v(n, 0x4000);  // 2.0
+    FloatScan scan;
+    payload_checksum(v.data(), n * 2, 3, &scan, static_cast<uint32_t>(Dtype::kBf16));
+    EXPECT_TRUE(scan.finite) << n;
+    EXPECT_NEAR(scan.sum_squares, 4.0 * n, 1e-6 * n) << n;
+    for (size_t i = 0; i < n; i += (n > 100 ? 97 : 1)) {
+      for (uint16_t bad : {0x7FC0, 0x7F80, 0xFF80, 0x7F81}) {  // NaN, +Inf, −Inf, a signalling NaN
+        v[i] = bad;
+        payload_checksum(v.data(), n * 2, 3, &scan, static_cast<uint32_t>(Dtype::kBf16));
+        EXPECT_FALSE(scan.finite) << "n " << n << " position " << i << " value " << bad;
+      }
+      v[i] = 0x4000;
+    }
+    EXPECT_TRUE(payload_scan(v.data(), n * 2, static_cast<uint32_t>(Dtype::kBf16)).finite);
+  }
+}
+
+}  // namespace
+}  // namespace gossip::peer

@@ -77,6 +77,29 @@ TEST_F(ZmqTransportTest, GossipScreensOutliersWithTheChecksumPassNorms) {
   }
 }
 
+// bf16 gossip over real sockets: chunks of an odd number of 2-byte values (payloads that are not
+// whole floats), checked and scanned as bf16 by the receiver, half the bytes of f32.
+TEST_F(ZmqTransportTest, Bf16GossipTravelsAsHalfTheBytes) {
+  const int n = 3;
+  const size_t dim = 3001, chunk = 999;
+  std::vector<std::vector<float>> x(n, std::vector<float>(dim)), out(n, std::vector<float>(dim));
+  for (int r = 0; r < n; ++r)
+    for (size_t d = 0; d < dim; ++d) x[r][d] = float(r + 1) + float(d % 4) * 0.25f;  // exact in bf16
+  std::vector<uint64_t> sent(n);
+  std::vector<std::thread> peers;
+  for (int r = 0; r < n; ++r)
+    peers.emplace_back([&, r] {
+      ZmqTransport t(options(r, n));
+      GossipStep step(t, topology::Graph{topology::Kind::kRing, 0, {}}, dim, chunk, 10.0, 10.0, Dtype::kBf16);
+      step.step(0, x[r].data(), out[r].data());
+      sent[r] = t.stats().bytes_sent;
+    });
+  for (auto& p : peers) p.join();
+  for (int r = 0; r < n; ++r)
+    for (size_t d = 0; d < dim; d += 250) EXPECT_FLOAT_EQ(out[r][d], 2.0f + float(d % 4) * 0.25f) << r << "," << d;
+  EXPECT_EQ(sent[0], 2 * (4 * kHeaderBytes + dim * 2)) << "two neighbours, four chunks each, 2 bytes a value";
+}
+
 // A rogue client sends garbage, a wrong version and a wrong model size; each is dropped and
 // logged, and a good message sent after them still arrives.
 TEST_F(ZmqTransportTest, GarbageIsDroppedAndTheNextGoodMessageArrives) {

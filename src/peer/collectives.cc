@@ -59,12 +59,12 @@ void SendGuard::wait_released(double timeout_s, const std::string& what) {
   }
 }
 
-void send_vector(Transport& t, int peer, const VectorRef& ref, const float* data, Owner owner, size_t offset,
+void send_vector(Transport& t, int peer, const VectorRef& ref, const void* data, Owner owner, size_t offset,
                  size_t count, size_t total, double weight, size_t chunk_floats) {
   send_vector(t, std::vector<int>{peer}, ref, data, std::move(owner), offset, count, total, weight, chunk_floats);
 }
 
-void send_vector(Transport& t, const std::vector<int>& peers, const VectorRef& ref, const float* data, Owner owner,
+void send_vector(Transport& t, const std::vector<int>& peers, const VectorRef& ref, const void* data, Owner owner,
                  size_t offset, size_t count, size_t total, double weight, size_t chunk_floats) {
   if (peers.empty()) return;
   size_t done = 0;
@@ -79,9 +79,10 @@ void send_vector(Transport& t, const std::vector<int>& peers, const VectorRef& r
     m.header.total_floats = total;
     m.header.offset = offset + done;
     m.header.weight = weight;
-    m.header.payload_bytes = static_cast<uint32_t>(c * sizeof(float));
-    m.data = data + done;
+    m.header.dtype = static_cast<uint32_t>(ref.dtype);
+    m.data = static_cast<const char*>(data) + done * element_bytes(m.header.dtype);
     m.count = c;
+    m.header.payload_bytes = static_cast<uint32_t>(m.bytes());
     m.owner = owner;
     if (peers.size() > 1) {  // identical header for every peer, so one checksum serves all
       m.header.checksum = message_checksum(m.header, m.data, m.header.payload_bytes);
@@ -96,6 +97,7 @@ ChunkReader::ChunkReader(Transport& t, int peer, const VectorRef& ref, size_t of
     : t_(&t),
       peer_(peer),
       key_{ref.kind, peer, ref.round, ref.tag},
+      dtype_(ref.dtype),
       offset_(offset),
       count_(count),
       deadline_(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s))),
@@ -110,7 +112,7 @@ std::optional<InMessage> ChunkReader::next() {
                       " for round " + std::to_string(key_.round) + " within " + std::to_string(timeout_s_) +
                       " s: the neighbour is dead, hung or far behind");
     FloatScan scan;
-    if (!m->verified && !checksum_matches(m->header, m->data, m->count * sizeof(float), &scan)) {
+    if (!m->verified && !checksum_matches(m->header, m->data, m->bytes(), &scan)) {
       log("peer ", t_->rank(), ": dropped a ", kind_name(m->header.kind), " chunk claiming to be from ",
           t_->describe(peer_), ": checksum mismatch");
       continue;
@@ -121,11 +123,16 @@ std::optional<InMessage> ChunkReader::next() {
           t_->describe(peer_), ": expected one starting at ", offset_ + got_);
       continue;
     }
+    if (m->header.dtype != static_cast<uint32_t>(dtype_))
+      throw Error("peer " + std::to_string(t_->rank()),
+                  t_->describe(peer_) + " sends " + kind_name(m->header.kind) + " values as " +
+                      dtype_name(m->header.dtype) + " but this peer expects " + dtype_name(static_cast<uint32_t>(dtype_)) +
+                      ": the peers' algorithm.wire settings differ");
     if (!any_) weight_ = m->header.weight;
     any_ = true;
     got_ += m->count;
     // Checked in the checksum's pass when the chunk came off the network, else here.
-    if (m->verified) scan = float_scan(m->data, m->count);
+    if (m->verified) scan = payload_scan(m->data, m->bytes(), m->header.dtype);
     m->finite = scan.finite && std::isfinite(m->header.weight);
     m->sum_squares = scan.sum_squares;
     if (!m->finite && !reported_) {

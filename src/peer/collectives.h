@@ -28,15 +28,17 @@ struct VectorRef {
   MessageKind kind;
   uint64_t round;
   uint32_t tag = 0;
+  Dtype dtype = Dtype::kF32;  // what the values travel as (bf16: gossip only)
 };
 
-// Sends data[0, count) — elements [offset, offset + count) of a vector of `total` floats — to
-// `peer`, as chunks of at most `chunk_floats`, zero-copy: `owner` keeps data alive and unchanged
-// until the transport releases it. A zero-length vector still sends one message.
-void send_vector(Transport& t, int peer, const VectorRef& ref, const float* data, Owner owner, size_t offset,
+// Sends data[0, count) — elements [offset, offset + count) of a vector of `total` values of
+// ref.dtype (float or uint16_t bf16) — to `peer`, as chunks of at most `chunk_floats` values,
+// zero-copy: `owner` keeps data alive and unchanged until the transport releases it. A
+// zero-length vector still sends one message.
+void send_vector(Transport& t, int peer, const VectorRef& ref, const void* data, Owner owner, size_t offset,
                  size_t count, size_t total, double weight, size_t chunk_floats);
 // The same vector to several peers; each chunk's checksum is computed once for all of them.
-void send_vector(Transport& t, const std::vector<int>& peers, const VectorRef& ref, const float* data, Owner owner,
+void send_vector(Transport& t, const std::vector<int>& peers, const VectorRef& ref, const void* data, Owner owner,
                  size_t offset, size_t count, size_t total, double weight, size_t chunk_floats);
 
 // A token to pass as the Owner of a buffer the caller owns: wait_released() returns once the
@@ -81,7 +83,9 @@ class ChunkReader {
   ChunkReader(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s);
   // The next verified chunk (values at [offset + index, + count) of the vector); nullopt once the
   // whole vector has been read. A chunk holding NaN or ±Inf comes back with finite = false and is
-  // reported once per vector, naming the sender; the caller decides not to mix it in.
+  // reported once per vector, naming the sender; the caller decides not to mix it in. A verified
+  // chunk whose values are not of ref.dtype is an error naming the sender (peers configured with
+  // different algorithm.wire).
   std::optional<InMessage> next();
   size_t position() const { return got_; }  // floats read so far
   double weight() const { return weight_; }
@@ -90,6 +94,7 @@ class ChunkReader {
   Transport* t_;  // outlives the reader (stack object inside one step)
   int peer_;
   MatchKey key_;
+  Dtype dtype_;
   size_t offset_, count_;
   Clock::time_point deadline_;
   double timeout_s_;

@@ -38,6 +38,7 @@ struct AlgorithmConfig {
   double dead_after_s = 3;            // a member with no heartbeat this long is removed from the run
   int64_t chunk_bytes = 1 << 20;      // payload frames are at most this large
   double max_norm_ratio = 10;         // gossip: a neighbour's values this many times our norm are not mixed (0 = off)
+  std::string wire = "f32";           // gossip: values travel as f32 (exact) or bf16 (half the bytes)
 };
 
 struct DataConfig {

@@ -3,64 +3,120 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <type_traits>
 
 #include "common/log.h"
+#include "kernels/bf16.h"
 
 namespace gossip::peer {
 namespace {
 
-// dst = self·src + Σ_k w_k·v_k over `span` floats, v_k = current[k]->data + used[k]; the common
-// degrees get one fused loop each. A neighbour's chunk with NaN/Inf is not mixed in: our own
-// values stand in for it, so its weight goes to self for that span. With kNorm, returns Σ src²
-// (taken in the same pass, for the outlier screen; float partial sums per block, added up in
-// double).
-template <bool kNorm>
-double fold_span(float self, const float* __restrict src, float* __restrict dst, size_t span,
-                 const std::vector<std::optional<InMessage>>& current, const std::vector<size_t>& used,
-                 const std::vector<float>& w) {
+template <typename Value>
+inline float widen(Value v) {
+  if constexpr (std::is_same_v<Value, uint16_t>) return kernels::from_bf16(v);
+  else return v;
+}
+
+// What stays of our own value: self·x, or (bf16) x − rest·Q(x), Q(x) taken again here (the same
+// rounding as what we sent) rather than read back.
+template <bool kBf16>
+inline float own_share(float self, float rest, float x) {
+  if constexpr (kBf16) return x - rest * kernels::from_bf16(kernels::to_bf16(x));
+  else return self * x;
+}
+
+// fold_span: dst = self·src + Σ_k w_k·v_k over `span` floats, v_k = current[k]->data + used[k];
+// the common degrees get one fused loop each. A neighbour's chunk with NaN/Inf is not mixed in:
+// our own values stand in for it, so its weight goes to self for that span. With kNorm, returns
+// Σ src² (taken in the same pass, for the outlier screen; float partial sums per block, added up
+// in double).
+// kBf16: the chunks hold bf16 values and dst = src − rest·Q(src) + Σ_k w_k·v_k, where rest =
+// Σ_k w_k; a chunk not mixed in stands in as `own` = Q(src), so its term w_k·(own − own) vanishes.
+struct Fold {
+  float self, rest;         // rest = Σ_k w_k (bf16 only)
+  const float* src;         // our values
+  const uint16_t* own;      // bf16: Q(src), what we sent (stands in for a chunk not mixed in)
+  float* dst;
+  size_t span;
+  const std::vector<std::optional<InMessage>>* current;
+  const std::vector<size_t>* used;  // floats of current[k] before this span
+  const std::vector<float>* w;
+};
+
+template <bool kNorm, bool kBf16>
+__attribute__((always_inline)) inline double fold_span_body(const Fold& f) {
+  using Value = std::conditional_t<kBf16, uint16_t, float>;
+  const auto& current = *f.current;
+  const auto& used = *f.used;
+  const auto& w = *f.w;
+  const float self = f.self, rest = f.rest;
   const size_t deg = current.size();
-  auto values = [&](size_t k, size_t begin) { return (current[k]->finite ? current[k]->data + used[k] : src) + begin; };
+  auto values = [&](size_t k, size_t begin) -> const Value* {
+    if constexpr (kBf16) return (current[k]->finite ? current[k]->bf16() + used[k] : f.own) + begin;
+    else return (current[k]->finite ? current[k]->data + used[k] : f.src) + begin;
+  };
   double total = 0;
-  for (size_t begin = 0; begin < span; begin += 4096) {
-    const size_t n = std::min(span - begin, size_t(4096));
-    const float* __restrict x = src + begin;
-    float* __restrict y = dst + begin;
+  for (size_t begin = 0; begin < f.span; begin += 4096) {
+    const size_t n = std::min(f.span - begin, size_t(4096));
+    const float* __restrict x = f.src + begin;
+    float* __restrict y = f.dst + begin;
     float sq = 0;
     if (deg == 0) {
 #pragma omp simd reduction(+ : sq)
       for (size_t j = 0; j < n; ++j) {
-        y[j] = self * x[j];
+        y[j] = own_share<kBf16>(self, rest, x[j]);
         if constexpr (kNorm) sq += x[j] * x[j];
       }
     } else if (deg == 1) {
-      const float* __restrict a = values(0, begin);
+      const Value* __restrict a = values(0, begin);
+      const float w0 = w[0];
 #pragma omp simd reduction(+ : sq)
       for (size_t j = 0; j < n; ++j) {
-        y[j] = self * x[j] + w[0] * a[j];
+        y[j] = own_share<kBf16>(self, rest, x[j]) + w0 * widen(a[j]);
         if constexpr (kNorm) sq += x[j] * x[j];
       }
     } else if (deg == 2) {
-      const float* __restrict a = values(0, begin);
-      const float* __restrict b = values(1, begin);
+      const Value* __restrict a = values(0, begin);
+      const Value* __restrict b = values(1, begin);
+      const float w0 = w[0], w1 = w[1];
 #pragma omp simd reduction(+ : sq)
       for (size_t j = 0; j < n; ++j) {
-        y[j] = self * x[j] + w[0] * a[j] + w[1] * b[j];
+        y[j] = own_share<kBf16>(self, rest, x[j]) + w0 * widen(a[j]) + w1 * widen(b[j]);
         if constexpr (kNorm) sq += x[j] * x[j];
       }
     } else {
 #pragma omp simd reduction(+ : sq)
       for (size_t j = 0; j < n; ++j) {
-        y[j] = self * x[j];
+        y[j] = own_share<kBf16>(self, rest, x[j]);
         if constexpr (kNorm) sq += x[j] * x[j];
       }
       for (size_t k = 0; k < deg; ++k) {
-        const float* __restrict a = values(k, begin);
-        for (size_t j = 0; j < n; ++j) y[j] += w[k] * a[j];
+        const Value* __restrict a = values(k, begin);
+        const float wk = w[k];
+        for (size_t j = 0; j < n; ++j) y[j] += wk * widen(a[j]);
       }
     }
     total += sq;
   }
   return total;
+}
+
+// AVX2 where the CPU has it (dispatched by hand, as in wire_format.cc): about 8 % off a bf16
+// round. Without FMA in the target, every value comes out as in the baseline build.
+#if defined(__x86_64__)
+template <bool kNorm, bool kBf16>
+__attribute__((target("avx2"))) double fold_span_avx2(const Fold& f) {
+  return fold_span_body<kNorm, kBf16>(f);
+}
+const bool have_avx2 = __builtin_cpu_supports("avx2");
+#endif
+
+template <bool kNorm, bool kBf16>
+double fold_span(const Fold& f) {
+#if defined(__x86_64__)
+  if (have_avx2) return fold_span_avx2<kNorm, kBf16>(f);
+#endif
+  return fold_span_body<kNorm, kBf16>(f);
 }
 
 }  // namespace
@@ -78,22 +134,40 @@ double sum_squares(const float* v, size_t n) {
 }
 
 GossipStep::GossipStep(Transport& transport, topology::Graph graph, size_t floats, size_t chunk_floats,
-                       double timeout_s, double max_norm_ratio)
+                       double timeout_s, double max_norm_ratio, Dtype wire)
     : t_(&transport),
       graph_(std::move(graph)),
       floats_(floats),
       chunk_floats_(chunk_floats),
       timeout_s_(timeout_s),
-      max_norm_ratio_(max_norm_ratio) {}
+      max_norm_ratio_(max_norm_ratio),
+      wire_(wire) {}
 
 void GossipStep::step(uint64_t round, const float* in, float* out) {
   const topology::Neighbours nb = topology::neighbours(graph_, t_->size(), t_->rank(), static_cast<int64_t>(round));
-  const VectorRef ref{MessageKind::kGossip, round, 0};
+  const bool bf16 = wire_ == Dtype::kBf16;
+  const VectorRef ref{MessageKind::kGossip, round, 0, wire_};
   SendGuard guard;
   std::vector<int> out_peers;
   for (const topology::Link& l : nb.out) out_peers.push_back(l.peer);
-  send_vector(*t_, out_peers, ref, in, guard.owner(), 0, floats_, floats_, 0, chunk_floats_);
+  if (bf16) {
+    // Rounded chunk by chunk, each sent as soon as it is ready; released, like `in`, before
+    // step() returns (the guard), so the buffer is reused every round.
+    rounded_.resize(floats_);
+    size_t done = 0;
+    do {
+      const size_t c = std::min(chunk_floats_, floats_ - done);
+      kernels::to_bf16(in + done, rounded_.data() + done, c);
+      send_vector(*t_, out_peers, ref, rounded_.data() + done, guard.owner(), done, c, floats_, 0, chunk_floats_);
+      done += c;
+    } while (done < floats_);
+  } else {
+    send_vector(*t_, out_peers, ref, in, guard.owner(), 0, floats_, floats_, 0, chunk_floats_);
+  }
   const float self = static_cast<float>(nb.self_weight);
+  double in_weight = 0;
+  for (const topology::Link& l : nb.in) in_weight += l.weight;
+  const float rest = static_cast<float>(in_weight);
   // Walk every in-neighbour's vector in step and fold one span of all of them in a single pass,
   // out = self·in + Σ w_k·v_k, so `in` and `out` are touched once per round whatever the degree.
   // No full copy of a neighbour is kept: chunks are released as soon as they are folded.
@@ -144,13 +218,18 @@ void GossipStep::step(uint64_t round, const float* in, float* out) {
       for (size_t k = 0; k < deg; ++k)
         if (used[k] == 0 && current[k]->header.offset + current[k]->count <= floats_)
           outlier(k, sum_squares(in + current[k]->header.offset, current[k]->count));
+    auto fold = [&](bool norm) {
+      const Fold f{self, rest, in + pos, bf16 ? rounded_.data() + pos : nullptr, out + pos, span, &current, &used, &weights};
+      if (bf16) return norm ? fold_span<true, true>(f) : fold_span<false, true>(f);
+      return norm ? fold_span<true, false>(f) : fold_span<false, false>(f);
+    };
     if (whole && max_norm_ratio_ > 0) {
-      const double ours = fold_span<true>(self, in + pos, out + pos, span, current, used, weights);
+      const double ours = fold(true);
       bool refold = false;
       for (size_t k = 0; k < deg; ++k) refold = outlier(k, ours) || refold;
-      if (refold) fold_span<false>(self, in + pos, out + pos, span, current, used, weights);
+      if (refold) fold(false);
     } else {
-      fold_span<false>(self, in + pos, out + pos, span, current, used, weights);
+      fold(false);
     }
     for (size_t k = 0; k < deg; ++k) used[k] += span;
     pos += span;

@@ -24,9 +24,10 @@ using Clock = std::chrono::steady_clock;
 using Owner = std::shared_ptr<const void>;
 
 struct OutMessage {
-  Header header;                // kind, round, tag, total_floats, offset, weight filled by the caller
-  const float* data = nullptr;  // `count` floats, kept alive by `owner`
+  Header header;                // kind, round, tag, total_floats, offset, weight, dtype filled by the caller
+  const void* data = nullptr;   // `count` values of header.dtype, kept alive by `owner`
   size_t count = 0;
+  size_t bytes() const { return count * element_bytes(header.dtype); }
   Owner owner;
   bool checksum_ready = false;  // header.checksum already computed (sender field included)
 };
@@ -42,7 +43,7 @@ inline OutMessage text_message(MessageKind kind, uint32_t epoch, uint64_t round,
   m.header.tag = tag;
   m.header.total_floats = text->size() / sizeof(float);
   m.header.payload_bytes = static_cast<uint32_t>(text->size());
-  m.data = reinterpret_cast<const float*>(text->data());
+  m.data = text->data();
   m.count = text->size() / sizeof(float);
   m.owner = std::move(text);
   return m;
@@ -50,8 +51,10 @@ inline OutMessage text_message(MessageKind kind, uint32_t epoch, uint64_t round,
 
 struct InMessage {
   Header header;
-  const float* data = nullptr;
+  const float* data = nullptr;  // the payload: `count` values of header.dtype (for bf16 see bf16())
   size_t count = 0;
+  size_t bytes() const { return count * element_bytes(header.dtype); }
+  const uint16_t* bf16() const { return reinterpret_cast<const uint16_t*>(data); }
   std::shared_ptr<void> owner;
   bool verified = true;  // false: the consumer must check header.checksum before using data
   bool finite = true;    // set by ChunkReader: false when a value is NaN or ±Inf

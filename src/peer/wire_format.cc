@@ -49,20 +49,23 @@ uint32_t crc32c_soft(const uint8_t* p, size_t n, uint32_t crc) {
   return crc;
 }
 
-// Scans the floats of p[0, bytes) (bytes a multiple of 4): adds their squares to *sum_squares and
-// returns true when one is NaN or ±Inf. The test: a float's exponent bits plus one exponent unit
-// set bit 31 exactly when the exponent was all ones; OR-ed over the block and tested once at the
-// end, so the loop has no branch and vectorises (AVX2 where the CPU has it: in the checksum's pass
-// 2.6x the throughput of the scalar test it replaced, see the #4 notes). Dispatched by hand, not
-// with target_clones: an ifunc resolver runs before ThreadSanitizer's runtime and crashes it.
-__attribute__((always_inline)) inline bool scan_floats_body(const uint8_t* p, size_t bytes, double* sum_squares) {
+// Scans the values of p[0, bytes): float32 (Word = uint32_t) or bfloat16 (Word = uint16_t, the
+// top half of a float32, widened exactly); adds their squares to *sum_squares and returns true
+// when one is NaN or ±Inf. The test: a float's exponent bits plus one exponent unit set bit 31
+// exactly when the exponent was all ones; OR-ed over the block and tested once at the end, so the
+// loop has no branch and vectorises (AVX2 where the CPU has it: in the checksum's pass 2.6x the
+// throughput of the scalar test it replaced, see the #4 notes). Dispatched by hand, not with
+// target_clones: an ifunc resolver runs before ThreadSanitizer's runtime and crashes it.
+template <typename Word>
+__attribute__((always_inline)) inline bool scan_body(const uint8_t* p, size_t bytes, double* sum_squares) {
   uint32_t acc = 0;
   float sq = 0;
-  const size_t n = bytes / 4;
+  const size_t n = bytes / sizeof(Word);
 #pragma omp simd reduction(| : acc) reduction(+ : sq)
   for (size_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, p + 4 * i, 4);
+    Word word;
+    std::memcpy(&word, p + sizeof(Word) * i, sizeof(Word));
+    const uint32_t bits = uint32_t(word) << (32 - 8 * sizeof(Word));
     float v;
     std::memcpy(&v, &bits, 4);
     acc |= (bits & 0x7F800000u) + 0x00800000u;
@@ -73,17 +76,25 @@ __attribute__((always_inline)) inline bool scan_floats_body(const uint8_t* p, si
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) bool scan_floats_avx2(const uint8_t* p, size_t bytes, double* sum_squares) {
-  return scan_floats_body(p, bytes, sum_squares);
+template <typename Word>
+__attribute__((target("avx2"))) bool scan_avx2(const uint8_t* p, size_t bytes, double* sum_squares) {
+  return scan_body<Word>(p, bytes, sum_squares);
 }
 const bool have_avx2 = __builtin_cpu_supports("avx2");
 #endif
 
-bool scan_floats(const uint8_t* p, size_t bytes, double* sum_squares) {
+template <typename Word>
+bool scan_words(const uint8_t* p, size_t bytes, double* sum_squares) {
 #if defined(__x86_64__)
-  if (have_avx2) return scan_floats_avx2(p, bytes, sum_squares);
+  if (have_avx2) return scan_avx2<Word>(p, bytes, sum_squares);
 #endif
-  return scan_floats_body(p, bytes, sum_squares);
+  return scan_body<Word>(p, bytes, sum_squares);
+}
+
+// Scans values of `dtype`; true when one is NaN or ±Inf.
+bool scan_values(const uint8_t* p, size_t bytes, uint32_t dtype, double* sum_squares) {
+  return dtype == static_cast<uint32_t>(Dtype::kBf16) ? scan_words<uint16_t>(p, bytes, sum_squares)
+                                                      : scan_words<uint32_t>(p, bytes, sum_squares);
 }
 
 #if defined(__x86_64__)
@@ -104,7 +115,8 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_hw(const uint8_t* p, size_t n,
 // Three stripes of `stripe` bytes each (a multiple of 8), in one loop (raw, un-inverted CRC
 // states). With a scan, every block of the three stripes is scanned right after its CRC, while
 // it is still in L1. Returns true when some float was not finite.
-__attribute__((target("sse4.2"))) bool crc32c_hw3(const uint8_t* p, size_t stripe, uint32_t s[3], double* sum_squares) {
+__attribute__((target("sse4.2"))) bool crc32c_hw3(const uint8_t* p, size_t stripe, uint32_t s[3], double* sum_squares,
+                                                  uint32_t dtype) {
   constexpr size_t kBlock = 2048;
   uint64_t a = s[0], b = s[1], c = s[2];
   bool bad = false;
@@ -120,7 +132,7 @@ __attribute__((target("sse4.2"))) bool crc32c_hw3(const uint8_t* p, size_t strip
       c = __builtin_ia32_crc32di(c, vc);
     }
     if (sum_squares)
-      for (int k = 0; k < 3; ++k) bad |= scan_floats(p + k * stripe + start, end - start, sum_squares);
+      for (int k = 0; k < 3; ++k) bad |= scan_values(p + k * stripe + start, end - start, dtype, sum_squares);
   }
   s[0] = static_cast<uint32_t>(a);
   s[1] = static_cast<uint32_t>(b);
@@ -152,13 +164,19 @@ uint32_t crc32c_portable(const void* data, size_t bytes, uint32_t seed) {
 
 FloatScan float_scan(const float* v, size_t n) {
   FloatScan scan;
-  scan.finite = !scan_floats(reinterpret_cast<const uint8_t*>(v), n * sizeof(float), &scan.sum_squares);
+  scan.finite = !scan_words<uint32_t>(reinterpret_cast<const uint8_t*>(v), n * sizeof(float), &scan.sum_squares);
   return scan;
 }
 
 bool all_finite(const float* v, size_t n) { return float_scan(v, n).finite; }
 
-uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, FloatScan* scan) {
+FloatScan payload_scan(const void* payload, size_t bytes, uint32_t dtype) {
+  FloatScan scan;
+  scan.finite = !scan_values(static_cast<const uint8_t*>(payload), bytes, dtype, &scan.sum_squares);
+  return scan;
+}
+
+uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, FloatScan* scan, uint32_t dtype) {
   const uint8_t* p = static_cast<const uint8_t*>(data);
   const size_t stripe = (bytes / 3) & ~size_t(7);
   uint32_t s[3] = {~0u, ~0u, ~0u};
@@ -167,16 +185,16 @@ uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, FloatSc
   bool bad = false;
 #if defined(__x86_64__)
   if (have_sse42) {
-    bad = crc32c_hw3(p, stripe, s, sq);
+    bad = crc32c_hw3(p, stripe, s, sq, dtype);
   } else
 #endif
   {
     for (int k = 0; k < 3; ++k) s[k] = crc32c_raw(p + k * stripe, stripe, s[k]);
-    if (sq) bad = scan_floats(p, 3 * stripe, sq);
+    if (sq) bad = scan_values(p, 3 * stripe, dtype, sq);
   }
   s[2] = crc32c_raw(p + 3 * stripe, bytes - 3 * stripe, s[2]);
   if (scan) {
-    bad |= scan_floats(p + 3 * stripe, bytes - 3 * stripe, sq);
+    bad |= scan_values(p + 3 * stripe, bytes - 3 * stripe, dtype, sq);
     scan->finite = !bad;
     scan->sum_squares = sum_squares;
   }
@@ -201,7 +219,7 @@ void encode_header(const Header& h, uint8_t* out) {
   put(p, h.total_floats);
   put(p, h.offset);
   put(p, h.weight);
-  put(p, h.reserved);
+  put(p, h.dtype);
   put(p, h.checksum);
 }
 static_assert(4 + 2 + 2 + 4 + 4 + 8 + 4 + 4 + 8 + 8 + 8 + 4 + 4 == kHeaderBytes, "header layout is 64 bytes");
@@ -220,7 +238,7 @@ Header decode_header(const uint8_t* in) {
   h.total_floats = get<uint64_t>(p);
   h.offset = get<uint64_t>(p);
   h.weight = get<double>(p);
-  h.reserved = get<uint32_t>(p);
+  h.dtype = get<uint32_t>(p);
   h.checksum = get<uint32_t>(p);
   return h;
 }
@@ -228,7 +246,7 @@ Header decode_header(const uint8_t* in) {
 uint32_t message_checksum(const Header& h, const void* payload, size_t payload_bytes, FloatScan* scan) {
   uint8_t buf[kHeaderBytes];
   encode_header(h, buf);
-  return payload_checksum(payload, payload_bytes, crc32c(buf, kHeaderBytes - 4), scan);
+  return payload_checksum(payload, payload_bytes, crc32c(buf, kHeaderBytes - 4), scan, h.dtype);
 }
 
 std::optional<std::string> validate_header(const void* header, size_t header_bytes, size_t payload_bytes,
@@ -243,8 +261,11 @@ std::optional<std::string> validate_header(const void* header, size_t header_byt
     return "unknown message kind " + std::to_string(h.kind);
   if (h.payload_bytes != payload_bytes)
     return "payload of " + std::to_string(payload_bytes) + " bytes but header says " + std::to_string(h.payload_bytes);
-  if (payload_bytes % sizeof(float) != 0) return "payload is not a whole number of floats";
-  const uint64_t count = payload_bytes / sizeof(float);
+  if (h.dtype > static_cast<uint32_t>(Dtype::kBf16)) return "unknown payload type " + std::to_string(h.dtype);
+  if (h.dtype != static_cast<uint32_t>(Dtype::kF32) && h.kind != static_cast<uint16_t>(MessageKind::kGossip))
+    return dtype_name(h.dtype) + " values in a " + kind_name(h.kind) + " message (only gossip carries them)";
+  if (payload_bytes % element_bytes(h.dtype) != 0) return "payload is not a whole number of " + dtype_name(h.dtype) + " values";
+  const uint64_t count = payload_bytes / element_bytes(h.dtype);
   if (h.offset > h.total_floats || count > h.total_floats - h.offset)
     return "chunk [" + std::to_string(h.offset) + ", +" + std::to_string(count) + ") outside a vector of " +
            std::to_string(h.total_floats);
@@ -268,6 +289,14 @@ std::optional<std::string> validate_message(const void* header, size_t header_by
 std::string pad_text(std::string text) {
   while (text.size() % 4) text.push_back(' ');
   return text;
+}
+
+std::string dtype_name(uint32_t dtype) {
+  switch (static_cast<Dtype>(dtype)) {
+    case Dtype::kF32: return "f32";
+    case Dtype::kBf16: return "bf16";
+  }
+  return "payload type " + std::to_string(dtype);
 }
 
 std::string kind_name(uint16_t kind) {

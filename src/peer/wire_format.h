@@ -12,7 +12,7 @@
 namespace gossip::peer {
 
 inline constexpr uint32_t kMagic = 0x50535347;  // "GSSP" read as little-endian bytes
-inline constexpr uint16_t kProtocolVersion = 2;  // 2: elastic membership messages
+inline constexpr uint16_t kProtocolVersion = 3;  // 2: elastic membership messages; 3: bf16 payloads
 inline constexpr size_t kHeaderBytes = 64;
 
 enum class MessageKind : uint16_t {
@@ -30,6 +30,15 @@ enum class MessageKind : uint16_t {
   kSuspect = 12,       // never on the wire: the comm thread's note that a member fell silent
 };
 inline constexpr uint16_t kLastWireKind = 11;
+
+// What one payload value is (the header's dtype). Gossip messages may carry bfloat16 (the top 16
+// bits of a float32, rounded to nearest even: half the bytes); everything else is float32.
+enum class Dtype : uint32_t {
+  kF32 = 0,
+  kBf16 = 1,
+};
+inline size_t element_bytes(uint32_t dtype) { return dtype == static_cast<uint32_t>(Dtype::kBf16) ? 2 : 4; }
+std::string dtype_name(uint32_t dtype);
 
 // What a control request asks (the header's tag).
 enum class ControlOp : uint32_t {
@@ -51,10 +60,10 @@ struct Header {
   uint64_t round = 0;          // gossip round, or collective sequence number
   uint32_t tag = 0;            // step inside a collective
   uint32_t payload_bytes = 0;  // size of the payload frame
-  uint64_t total_floats = 0;   // length of the whole vector this chunk belongs to
-  uint64_t offset = 0;         // first float of this chunk inside that vector
+  uint64_t total_floats = 0;   // length (in values) of the whole vector this chunk belongs to
+  uint64_t offset = 0;         // first value of this chunk inside that vector
   double weight = 0;           // push-sum weight (p·w); 0 elsewhere
-  uint32_t reserved = 0;
+  uint32_t dtype = 0;          // Dtype of the payload values: payload_bytes = values · element_bytes
   uint32_t checksum = 0;       // CRC32C of header bytes [0, 60) then the payload
 };
 
@@ -80,13 +89,17 @@ struct FloatScan {
 };
 // The same scan on its own, for values that came without a checksum (in-process transports).
 FloatScan float_scan(const float* v, size_t n);
+// The scan of a payload of `bytes` holding values of `dtype` (bf16 values are widened exactly).
+FloatScan payload_scan(const void* payload, size_t bytes, uint32_t dtype);
 // True when no value is NaN or ±Inf (an integer test on the exponent bits, so it vectorises).
 bool all_finite(const float* v, size_t n);
 
-// With `scan`, also scans the floats in the same pass.
-uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, FloatScan* scan = nullptr);
+// With `scan`, also scans the values (of `dtype`) in the same pass.
+uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, FloatScan* scan = nullptr,
+                          uint32_t dtype = 0);
 
-// Computes the checksum over the encoded header (minus its checksum field) and the payload.
+// Computes the checksum over the encoded header (minus its checksum field) and the payload (a
+// scan reads the values as header.dtype says).
 uint32_t message_checksum(const Header& h, const void* payload, size_t payload_bytes, FloatScan* scan = nullptr);
 
 // Why a received header is rejected, or nullopt when it is well formed: sizes, magic, version,

@@ -265,8 +265,8 @@ bool ZmqTransport::flush(Link& link, int peer) {
   if (!connect(link, peer)) return link.pending.empty();
   while (!link.pending.empty()) {
     OutMessage& m = link.pending.front();
-    m.header.payload_bytes = static_cast<uint32_t>(m.count * sizeof(float));
-    const float* data = m.data;
+    m.header.payload_bytes = static_cast<uint32_t>(m.bytes());
+    const void* data = m.data;
     // Holding (then dropping) our own reference around the checksum's read of the buffer puts
     // that read before the owner's release in the reference count's release sequence, so a
     // sender waiting for the release (SendGuard) sees it happen-before, also to TSan.
@@ -280,7 +280,7 @@ bool ZmqTransport::flush(Link& link, int peer) {
     if (!sent) return false;
     // Zero-copy: ZeroMQ reads straight from the shared buffer and drops our reference when done.
     auto* keep = new Owner(std::move(m.owner));
-    zmq::message_t payload(const_cast<float*>(data), m.header.payload_bytes,
+    zmq::message_t payload(const_cast<void*>(data), m.header.payload_bytes,
                            [](void*, void* hint) { delete static_cast<Owner*>(hint); }, keep);
     link.dealer->send(payload, zmq::send_flags::none);
 
@@ -372,7 +372,7 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
 
     InMessage in;
     in.header = h;
-    in.count = h.payload_bytes / sizeof(float);
+    in.count = h.payload_bytes / element_bytes(h.dtype);
     in.verified = false;  // the payload checksum is checked by the consumer (receive_vector)
     if (reinterpret_cast<uintptr_t>(frames[1].data()) % alignof(float) == 0) {
       auto payload = std::make_shared<zmq::message_t>(std::move(frames[1]));
@@ -380,7 +380,7 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
       in.owner = payload;
     } else {
       // Small messages may sit unaligned inside ZeroMQ's receive batch: copy those.
-      auto copy = std::make_shared<std::vector<float>>(in.count);
+      auto copy = std::make_shared<std::vector<float>>((h.payload_bytes + sizeof(float) - 1) / sizeof(float));
       if (h.payload_bytes) std::memcpy(copy->data(), frames[1].data(), h.payload_bytes);
       in.data = copy->data();
       in.owner = copy;
@@ -422,7 +422,7 @@ void ZmqTransport::watch_members(Clock::time_point now) {
       OutMessage m;
       m.header.kind = static_cast<uint16_t>(MessageKind::kHeartbeat);
       m.header.sender = static_cast<uint32_t>(rank());
-      m.data = reinterpret_cast<const float*>(&kMagic);  // zero floats; any valid pointer
+      m.data = &kMagic;  // zero values; any valid pointer
       link.pending.push_back(std::move(m));
     }
     auto h = heard_.find(id);
