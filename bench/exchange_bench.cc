@@ -22,7 +22,8 @@ using namespace gossip;
 namespace {
 
 double run_peer(int rank, int n, size_t floats, const std::string& algo, int rounds, const std::string& dir,
-                const std::string& scheme, size_t chunk_floats, double timeout, double max_norm_ratio) {
+                const std::string& scheme, size_t chunk_floats, double timeout, double max_norm_ratio,
+                peer::Dtype wire) {
   peer::ZmqTransportOptions o;
   o.rank = rank;
   for (int i = 0; i < n; ++i)
@@ -38,7 +39,8 @@ double run_peer(int rank, int n, size_t floats, const std::string& algo, int rou
     push.emplace(t, topology::Graph{topology::Kind::kPushSumOnePeerExponential, 0, {}}, floats, chunk_floats, timeout, false, 0);
     push->init(x.data());
   } else if (algo != "allreduce") {
-    gossip.emplace(t, topology::Graph{topology::parse_kind(algo), 0, {}}, floats, chunk_floats, timeout, max_norm_ratio);
+    gossip.emplace(t, topology::Graph{topology::parse_kind(algo), 0, {}}, floats, chunk_floats, timeout, max_norm_ratio,
+                   wire);
   }
   auto round = [&](int k) {
     if (gossip) {
@@ -70,11 +72,17 @@ int main(int argc, char** argv) {
   flags.add_string("chunk_bytes", "payload frame size", "1048576");
   flags.add_string("timeout", "seconds a peer waits for a neighbour", "60");
   flags.add_string("max_norm_ratio", "gossip outlier screen, as algorithm.max_norm_ratio (gossip-peer's default)", "10");
+  flags.add_string("wire", "gossip values on the wire: f32 or bf16 (algorithm.wire)", "f32");
   flags.parse(argc, argv);
   peer::tune_allocator_for_large_messages();
   const int n = static_cast<int>(flags.get_int("n"));
   const size_t floats = static_cast<size_t>(flags.get_int("floats"));
   const std::string algo = flags.get_string("algo");
+  const std::string wire = flags.get_string("wire");
+  if (wire != "f32" && wire != "bf16") {
+    std::fprintf(stderr, "exchange_bench: --wire must be f32 or bf16, not '%s'\n", wire.c_str());
+    return 2;
+  }
   char tmpl[] = "/tmp/gossip-bench-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
   std::vector<pid_t> pids;
@@ -89,7 +97,7 @@ int main(int argc, char** argv) {
       try {
         s = run_peer(r, n, floats, algo, static_cast<int>(flags.get_int("rounds")), dir, flags.get_string("transport"),
                      static_cast<size_t>(flags.get_int("chunk_bytes")) / 4, flags.get_double("timeout"),
-                     flags.get_double("max_norm_ratio"));
+                     flags.get_double("max_norm_ratio"), wire == "bf16" ? peer::Dtype::kBf16 : peer::Dtype::kF32);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "peer %d: %s\n", r, e.what());
       }

@@ -17,12 +17,14 @@ mpicc -O2 -o build/bench-mpi/mpi_allreduce bench/mpi_allreduce.c
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --mca btl tcp,self --mca btl_tcp_if_include lo)
 MPISHM=(mpirun --allow-run-as-root --oversubscribe --mca btl vader,self)  # shared memory: the same-host best case
 source bench/lib.sh
-ALGOS=(ring one_peer_exponential push_sum allreduce ring@ipc one_peer_exponential@ipc)
-echo "gossip rows use tcp://127.0.0.1 unless marked ipc://; MPI uses --mca btl tcp,self (ratios are to it) and, in"
-echo "the last columns, its shared-memory transport (--mca btl vader,self); medians of $REPEATS runs of 10 rounds"
+# name[@ipc][@bf16]: @ipc runs over ipc://, @bf16 sends the gossip values as bfloat16 (algorithm.wire).
+ALGOS=(ring one_peer_exponential push_sum allreduce ring@ipc one_peer_exponential@ipc ring@bf16 one_peer_exponential@bf16)
+echo "gossip rows use tcp://127.0.0.1 unless marked ipc://, and f32 values unless marked bf16; MPI uses --mca btl"
+echo "tcp,self (ratios are to it) and, in the last columns, its shared-memory transport (--mca btl vader,self);"
+echo "medians of $REPEATS runs of 10 rounds"
 echo
-echo "| floats (MB) | n | MPI_Allreduce ms | gloo all_reduce ms | gloo / MPI | ring ms | ring / MPI | one-peer exp ms | one-peer / MPI | push-sum ms | push-sum / MPI | our all-reduce ms | ours / MPI | ring ipc ms | ring ipc / MPI | one-peer ipc ms | one-peer ipc / MPI | MPI shm ms | ring ipc / MPI shm | one-peer ipc / MPI shm |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| floats (MB) | n | MPI_Allreduce ms | gloo all_reduce ms | gloo / MPI | ring ms | ring / MPI | one-peer exp ms | one-peer / MPI | push-sum ms | push-sum / MPI | our all-reduce ms | ours / MPI | ring ipc ms | ring ipc / MPI | one-peer ipc ms | one-peer ipc / MPI | ring bf16 ms | ring bf16 / MPI | one-peer bf16 ms | one-peer bf16 / MPI | MPI shm ms | ring ipc / MPI shm | one-peer ipc / MPI shm |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for floats in $SIZES; do
   for n in 4 8; do
     declare -A res=()
@@ -31,8 +33,9 @@ for floats in $SIZES; do
       res[mpishm]+="$("${MPISHM[@]}" -np "$n" build/bench-mpi/mpi_allreduce "$floats" 10 | awk '{print $NF}') "
       res[gloo]+="$(/usr/bin/python3 bench/gloo_allreduce.py "$n" "$floats" 10 | awk '{print $NF}') "
       for a in "${ALGOS[@]}"; do
-        transport=tcp; [[ $a == *@ipc ]] && transport=ipc
-        res[$a]+="$(build/bin/exchange_bench --n "$n" --floats "$floats" --algo "${a%@ipc}" --transport $transport --rounds 10 | awk '{print $NF}') "
+        transport=tcp; [[ $a == *@ipc* ]] && transport=ipc
+        wire=f32; [[ $a == *@bf16* ]] && wire=bf16
+        res[$a]+="$(build/bin/exchange_bench --n "$n" --floats "$floats" --algo "${a%%@*}" --transport $transport --wire $wire --rounds 10 | awk '{print $NF}') "
       done
     done
     m() { printf '%s\n' ${res[$1]} | median; }

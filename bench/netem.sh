@@ -75,6 +75,8 @@ YAML
 yaml allreduce ring allreduce
 yaml ring-pga ring '{kind: gossip, global_average_every: 6}'
 yaml onepeer-pga one_peer_exponential '{kind: gossip, global_average_every: 6}'
+yaml onepeer-pga-bf16 one_peer_exponential '{kind: gossip, global_average_every: 6, wire: bf16}'
+ALGOS=(allreduce ring-pga onepeer-pga onepeer-pga-bf16)
 
 # One run of $1: prints "seconds-to-target steps-to-target final-averaged-accuracy samples/s"
 # ("nan nan ..." when TARGET is never reached).
@@ -98,7 +100,7 @@ run() {
 
 declare -A secs=() steps=() final=() rate=()
 for _ in $(seq "$REPEATS"); do
-  for a in allreduce ring-pga onepeer-pga; do
+  for a in "${ALGOS[@]}"; do
     run "$a" > "$dir/result"
     read -r s k f r < "$dir/result"
     secs[$a]+="$s "; steps[$a]+="$k "; final[$a]+="$f "; rate[$a]+="$r "
@@ -111,11 +113,12 @@ echo "medians of $REPEATS runs"
 echo
 echo "| algorithm | steps to $TARGET | time to $TARGET (s) | vs all-reduce | total samples/s | final averaged test acc |"
 echo "|---|---|---|---|---|---|"
-for a in allreduce ring-pga onepeer-pga; do
+for a in "${ALGOS[@]}"; do
   case $a in
     allreduce) label="all-reduce every step (ring reduce-scatter + all-gather)" ;;
     ring-pga) label="ring gossip + global average every 6 (Gossip-PGA)" ;;
     onepeer-pga) label="one-peer exponential gossip + global average every 6" ;;
+    onepeer-pga-bf16) label="the same with bf16 gossip values (wire: bf16; the averages stay f32)" ;;
   esac
   t=$(m "${secs[$a]}")
   echo "| $label | $(m "${steps[$a]}") | $t | $(awk -v a="$t" -v b="$base" 'BEGIN{printf "%.2f", a/b}') |" \
