@@ -95,8 +95,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"data: {dataset: synthetic, synthetic: {noise: loud}}\n", "data.synthetic.noise"}));
 
 TEST(Config, WireDefaultsToF32AndTakesBf16ForGossip) {
-  EXPECT_EQ(parse_config("algorithm: gossip", "t.yaml").algorithm.wire, "f32");
-  EXPECT_EQ(parse_config("algorithm: {kind: gossip, wire: bf16, global_average_every: 6}", "t.yaml").algorithm.wire, "bf16");
+  EXPECT_EQ(parse_config("algorithm: gossip", "t.yaml").algorithm.wire, Dtype::kF32);
+  EXPECT_EQ(parse_config("algorithm: {kind: gossip, wire: bf16, global_average_every: 6}", "t.yaml").algorithm.wire,
+            Dtype::kBf16);
   EXPECT_NE(error_of("algorithm: {kind: allreduce, wire: bf16}").find("is for gossip"), std::string::npos);
 }
 

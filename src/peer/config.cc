@@ -210,7 +210,9 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
     r.read_number("dead_after_s", a.dead_after_s, 0.1, 86400);
     r.read_number("chunk_bytes", a.chunk_bytes, 4096, 1 << 30);
     r.read_number("max_norm_ratio", a.max_norm_ratio, 0, 1e30);
-    r.read_string("wire", a.wire, {"f32", "bf16"});
+    std::string wire = dtype_name(static_cast<uint32_t>(a.wire));
+    r.read_string("wire", wire, {"f32", "bf16"});
+    a.wire = wire == "bf16" ? Dtype::kBf16 : Dtype::kF32;
     r.finish();
   }
   static const std::pair<const char*, Algorithm> kinds[] = {{"none", Algorithm::kNone},
@@ -224,8 +226,9 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
       if (k == Algorithm::kLocalSgd && a.global_average_every == 0)
         top.fail(node, "local_sgd needs global_average_every: H > 0", "algorithm");
       if (k == Algorithm::kAllReduce) a.global_average_every = 1;
-      if (a.wire != "f32" && k != Algorithm::kGossip)
-        top.fail(node["wire"], "wire: " + a.wire + " is for gossip (push-sum and global averages stay f32)", "algorithm.wire");
+      if (a.wire != Dtype::kF32 && k != Algorithm::kGossip)
+        top.fail(node["wire"], "wire: " + dtype_name(static_cast<uint32_t>(a.wire)) +
+                                   " is for gossip (push-sum and global averages stay f32)", "algorithm.wire");
       return;
     }
   top.fail(node, "unknown algorithm '" + kind + "' (valid: none, gossip, push_sum, local_sgd, allreduce)", "algorithm");

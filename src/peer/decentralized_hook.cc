@@ -22,8 +22,7 @@ DecentralizedHook::DecentralizedHook(const RunConfig& config, Transport& transpo
       membership_(membership) {
   const size_t chunk = static_cast<size_t>(algo_.chunk_bytes) / sizeof(float);
   if (algo_.kind == Algorithm::kGossip)
-    gossip_.emplace(transport, config.topology, floats, chunk, algo_.timeout_s, algo_.max_norm_ratio,
-                    algo_.wire == "bf16" ? Dtype::kBf16 : Dtype::kF32);
+    gossip_.emplace(transport, config.topology, floats, chunk, algo_.timeout_s, algo_.max_norm_ratio, algo_.wire);
   if (algo_.kind == Algorithm::kPushSum)
     push_sum_.emplace(transport, config.topology, floats, chunk, algo_.timeout_s, algo_.overlap, algo_.max_staleness);
 }
