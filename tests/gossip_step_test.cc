@@ -239,7 +239,8 @@ TEST(GossipStep, PeersWithDifferentWireSettingsGetAClearError) {
   });
   EXPECT_NE(errors[0].find("values as f32 but this peer expects bf16"), std::string::npos) << errors[0];
   EXPECT_NE(errors[0].find("algorithm.wire"), std::string::npos) << errors[0];
-  for (int r : {1, 2}) EXPECT_NE(errors[r].find("peer 0 (inproc://0) sends gossip values as bf16"), std::string::npos) << errors[r];
+  for (int r : {1, 2})
+    EXPECT_NE(errors[r].find("peer 0 (inproc://0) sends gossip values as bf16"), std::string::npos) << errors[r];
 }
 
 TEST(Collectives, AllFinite) {

@@ -169,7 +169,8 @@ TEST(WireFormat, Bf16PayloadsAreGossipOnly) {
 
   h.kind = static_cast<uint16_t>(MessageKind::kPushSum);
   encode_header(h, buf);
-  EXPECT_EQ(validate_header(buf, kHeaderBytes, 6, &d).value_or(""), "bf16 values in a push-sum message (only gossip carries them)");
+  EXPECT_EQ(validate_header(buf, kHeaderBytes, 6, &d).value_or(""),
+            "bf16 values in a push-sum message (only gossip carries them)");
   h.kind = static_cast<uint16_t>(MessageKind::kGossip);
   h.dtype = 7;
   encode_header(h, buf);

@@ -126,8 +126,8 @@ std::optional<InMessage> ChunkReader::next() {
     if (m->header.dtype != static_cast<uint32_t>(dtype_))
       throw Error("peer " + std::to_string(t_->rank()),
                   t_->describe(peer_) + " sends " + kind_name(m->header.kind) + " values as " +
-                      dtype_name(m->header.dtype) + " but this peer expects " + dtype_name(static_cast<uint32_t>(dtype_)) +
-                      ": the peers' algorithm.wire settings differ");
+                      dtype_name(m->header.dtype) + " but this peer expects " +
+                      dtype_name(static_cast<uint32_t>(dtype_)) + ": the peers' algorithm.wire settings differ");
     if (!any_) weight_ = m->header.weight;
     any_ = true;
     got_ += m->count;

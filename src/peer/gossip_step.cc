@@ -219,7 +219,8 @@ void GossipStep::step(uint64_t round, const float* in, float* out) {
         if (used[k] == 0 && current[k]->header.offset + current[k]->count <= floats_)
           outlier(k, sum_squares(in + current[k]->header.offset, current[k]->count));
     auto fold = [&](bool norm) {
-      const Fold f{self, rest, in + pos, bf16 ? rounded_.data() + pos : nullptr, out + pos, span, &current, &used, &weights};
+      const uint16_t* own = bf16 ? rounded_.data() + pos : nullptr;
+      const Fold f{self, rest, in + pos, own, out + pos, span, &current, &used, &weights};
       if (bf16) return norm ? fold_span<true, true>(f) : fold_span<false, true>(f);
       return norm ? fold_span<true, false>(f) : fold_span<false, false>(f);
     };

@@ -264,7 +264,8 @@ std::optional<std::string> validate_header(const void* header, size_t header_byt
   if (h.dtype > static_cast<uint32_t>(Dtype::kBf16)) return "unknown payload type " + std::to_string(h.dtype);
   if (h.dtype != static_cast<uint32_t>(Dtype::kF32) && h.kind != static_cast<uint16_t>(MessageKind::kGossip))
     return dtype_name(h.dtype) + " values in a " + kind_name(h.kind) + " message (only gossip carries them)";
-  if (payload_bytes % element_bytes(h.dtype) != 0) return "payload is not a whole number of " + dtype_name(h.dtype) + " values";
+  if (payload_bytes % element_bytes(h.dtype) != 0)
+    return "payload is not a whole number of " + dtype_name(h.dtype) + " values";
   const uint64_t count = payload_bytes / element_bytes(h.dtype);
   if (h.offset > h.total_floats || count > h.total_floats - h.offset)
     return "chunk [" + std::to_string(h.offset) + ", +" + std::to_string(count) + ") outside a vector of " +
