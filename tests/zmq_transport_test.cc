@@ -2,10 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
 #include <filesystem>
 #include <thread>
 #include <zmq.hpp>
 
+#include "common/error.h"
 #include "peer/collectives.h"
 #include "peer/gossip_step.h"
 
@@ -148,6 +154,35 @@ TEST_F(ZmqTransportTest, MissingNeighbourEndpointIsAClearError) {
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("did not publish its endpoint"), std::string::npos) << e.what();
   }
+}
+
+// A second peer given the ipc:// endpoint of a live one is refused (ZeroMQ alone would unlink
+// the socket file and take the endpoint over); a stale file of a peer that has ended is reused.
+TEST_F(ZmqTransportTest, IpcEndpointOfALivePeerIsRefused) {
+  ZmqTransportOptions o = options(0, 1);
+  o.endpoints = {"ipc://" + (dir_ / "ep-0").string()};
+  {
+    ZmqTransport live(o);
+    try {
+      ZmqTransport second(o);
+      FAIL() << "bound an endpoint a live peer holds";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("another process is listening on it"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(o.endpoints[0]), std::string::npos) << e.what();
+    }
+  }
+  const std::string stale = (dir_ / "stale").string();
+  {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, stale.c_str(), stale.size() + 1);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
+    ::close(fd);  // the file stays, nobody listens
+  }
+  ASSERT_TRUE(fs::exists(stale));
+  o.endpoints = {"ipc://" + stale};
+  EXPECT_NO_THROW(ZmqTransport reused(o));
 }
 
 TEST_F(ZmqTransportTest, BindFailureNamesTheEndpoint) {

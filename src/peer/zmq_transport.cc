@@ -2,6 +2,8 @@
 
 #include <malloc.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -30,6 +32,20 @@ void publish_endpoint(const std::string& dir, int rank, const std::string& endpo
     if (!out) throw Error(tmp, "cannot write the rendezvous file");
   }
   fs::rename(tmp, path);  // atomic: readers see the whole endpoint or nothing
+}
+
+// True when a process accepts connections on the Unix socket at `path` (a stale file left by a
+// run that ended does not).
+bool ipc_path_has_listener(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) return false;  // ZeroMQ's bind reports the long path
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool answered = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return answered;
 }
 
 }  // namespace
@@ -206,6 +222,10 @@ void ZmqTransport::comm_main(std::promise<std::string> bound) {
     if (ep.rfind("ipc://", 0) == 0) {  // the socket's directory may not exist yet
       std::error_code ignored;
       fs::create_directories(fs::path(ep.substr(6)).parent_path(), ignored);
+      // ZeroMQ unlinks an existing socket file before it binds, which would silently take the
+      // endpoint from a live peer (a second run of the same YAML): refuse while one answers.
+      if (ipc_path_has_listener(ep.substr(6)))
+        throw Error("peer " + std::to_string(rank()), "cannot bind " + ep + ": another process is listening on it");
     }
     try {
       router.bind(ep);
