@@ -36,7 +36,8 @@ double run_peer(int rank, int n, size_t floats, const std::string& algo, int rou
   std::optional<peer::GossipStep> gossip;
   std::optional<peer::PushSumStep> push;
   if (algo == "push_sum") {
-    push.emplace(t, topology::Graph{topology::Kind::kPushSumOnePeerExponential, 0, {}}, floats, chunk_floats, timeout, false, 0);
+    push.emplace(t, topology::Graph{topology::Kind::kPushSumOnePeerExponential, 0, {}}, floats, chunk_floats, timeout, false, 0,
+                 wire);
     push->init(x.data());
   } else if (algo != "allreduce") {
     gossip.emplace(t, topology::Graph{topology::parse_kind(algo), 0, {}}, floats, chunk_floats, timeout, max_norm_ratio,
@@ -72,7 +73,7 @@ int main(int argc, char** argv) {
   flags.add_string("chunk_bytes", "payload frame size", "1048576");
   flags.add_string("timeout", "seconds a peer waits for a neighbour", "60");
   flags.add_string("max_norm_ratio", "gossip outlier screen, as algorithm.max_norm_ratio (gossip-peer's default)", "10");
-  flags.add_string("wire", "gossip values on the wire: f32 or bf16 (algorithm.wire)", "f32");
+  flags.add_string("wire", "gossip and push-sum values on the wire: f32 or bf16 (algorithm.wire)", "f32");
   flags.parse(argc, argv);
   peer::tune_allocator_for_large_messages();
   const int n = static_cast<int>(flags.get_int("n"));

@@ -91,14 +91,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"algorithm: {kind: gossip, dead_after_s: soon}\n", "algorithm.dead_after_s"},
         BadCase{"algorithm: {kind: gossip, max_norm_ratio: -1}\n", "algorithm.max_norm_ratio"},
         BadCase{"algorithm: {kind: gossip, wire: fp8}\n", "'fp8' is not one of f32, bf16"},
-        BadCase{"algorithm: {kind: push_sum, wire: bf16}\n", "algorithm.wire"},
+        BadCase{"algorithm: {kind: local_sgd, global_average_every: 4, wire: bf16}\n", "algorithm.wire"},
         BadCase{"data: {dataset: synthetic, synthetic: {noise: loud}}\n", "data.synthetic.noise"}));
 
 TEST(Config, WireDefaultsToF32AndTakesBf16ForGossip) {
   EXPECT_EQ(parse_config("algorithm: gossip", "t.yaml").algorithm.wire, Dtype::kF32);
   EXPECT_EQ(parse_config("algorithm: {kind: gossip, wire: bf16, global_average_every: 6}", "t.yaml").algorithm.wire,
             Dtype::kBf16);
-  EXPECT_NE(error_of("algorithm: {kind: allreduce, wire: bf16}").find("is for gossip"), std::string::npos);
+  EXPECT_EQ(parse_config("algorithm: {kind: push_sum, wire: bf16}", "t.yaml").algorithm.wire, Dtype::kBf16);
+  EXPECT_NE(error_of("algorithm: {kind: allreduce, wire: bf16}").find("is for gossip and push_sum"), std::string::npos);
 }
 
 TEST(Config, MissingFileNamesIt) {

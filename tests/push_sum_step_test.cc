@@ -53,6 +53,44 @@ TEST_P(PushSumTest, ConservesMassAndConvergesToTheAverage) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, PushSumTest, ::testing::Combine(::testing::Bool(), ::testing::Values(1, 2, 3, 5, 8)));
 
+// bf16 on the wire: every share is rounded, the sender keeps what rounding took off, so Σx and
+// Σw are still conserved (to float rounding) and the de-biased models meet within bf16 rounding
+// of the true average; with overlap too (late messages folded later).
+TEST(PushSum, Bf16WireConservesMass) {
+  for (bool overlap : {false, true}) {
+    const int n = 5, rounds = 60;
+    const size_t dim = 6;
+    std::vector<std::vector<float>> z(n, std::vector<float>(dim));
+    std::vector<double> w(n);
+    std::vector<std::vector<float>> x(n);
+    for (int r = 0; r < n; ++r)
+      for (size_t d = 0; d < dim; ++d) z[r][d] = float(r + 1) * float(d + 1) + 0.1f;  // not exact in bf16
+    gossip::testing::run_peers(n, [&](int r, Transport& t) {
+      PushSumStep ps(t, {topology::Kind::kPushSumOnePeerExponential, 0, {}}, dim, 4, 10.0, overlap, 2,
+                     Dtype::kBf16);
+      ps.init(z[r].data());
+      for (int k = 0; k < rounds; ++k) {
+        if (overlap) std::this_thread::sleep_for(std::chrono::microseconds(200 * r));
+        ps.step(k, z[r].data());
+      }
+      ps.drain(z[r].data());
+      w[r] = ps.weight();
+      x[r] = ps.numerator();
+    });
+    double wsum = 0;
+    for (double v : w) wsum += v;
+    EXPECT_NEAR(wsum, n, 1e-9) << "overlap " << overlap;
+    for (size_t d = 0; d < dim; ++d) {
+      const double avg = (n + 1) / 2.0 * (d + 1) + 0.1;
+      double xsum = 0;
+      for (int r = 0; r < n; ++r) xsum += x[r][d];
+      EXPECT_NEAR(xsum, n * avg, 1e-5 * n * avg) << "Σx, overlap " << overlap << " dim " << d;
+      for (int r = 0; r < n; ++r)
+        EXPECT_NEAR(z[r][d], avg, std::ldexp(avg, -7)) << "peer " << r << " dim " << d << " overlap " << overlap;
+    }
+  }
+}
+
 // One persistent straggler (peer 2, 2 ms per round). Asynchronous mode: the others never wait for
 // it (when they finish their rounds it is far behind), mass (Σw and Σx) is conserved, and the
 // straggler keeps its weight once the others have finished instead of giving it all away.

@@ -152,8 +152,9 @@ TEST(WireFormat, HardwareCrcMatchesTheTable) {
 namespace gossip::peer {
 namespace {
 
-// bf16 payloads: 2 bytes a value, for gossip messages only; the type travels in the header.
-TEST(WireFormat, Bf16PayloadsAreGossipOnly) {
+// bf16 payloads: 2 bytes a value, for gossip and push-sum messages only; the type travels in the
+// header.
+TEST(WireFormat, Bf16PayloadsAreForMixingMessagesOnly) {
   Header h = sample();
   h.kind = static_cast<uint16_t>(MessageKind::kGossip);
   h.dtype = static_cast<uint32_t>(Dtype::kBf16);
@@ -169,8 +170,11 @@ TEST(WireFormat, Bf16PayloadsAreGossipOnly) {
 
   h.kind = static_cast<uint16_t>(MessageKind::kPushSum);
   encode_header(h, buf);
+  EXPECT_EQ(validate_header(buf, kHeaderBytes, 6, &d), std::nullopt);
+  h.kind = static_cast<uint16_t>(MessageKind::kReduceScatter);
+  encode_header(h, buf);
   EXPECT_EQ(validate_header(buf, kHeaderBytes, 6, &d).value_or(""),
-            "bf16 values in a push-sum message (only gossip carries them)");
+            "bf16 values in a reduce-scatter message (only gossip and push-sum carry them)");
   h.kind = static_cast<uint16_t>(MessageKind::kGossip);
   h.dtype = 7;
   encode_header(h, buf);

@@ -20,20 +20,29 @@ std::shared_ptr<const std::vector<float>> SnapshotPool::copy(const float* x, siz
   return buf;
 }
 
-std::shared_ptr<std::vector<float>> SnapshotPool::buffer(size_t n) {
-  std::shared_ptr<std::vector<float>> buf;
-  for (auto& b : buffers_)
+namespace {
+
+template <typename T>
+std::shared_ptr<std::vector<T>> reuse(std::vector<std::shared_ptr<std::vector<T>>>& buffers, size_t n) {
+  std::shared_ptr<std::vector<T>> buf;
+  for (auto& b : buffers)
     if (b.use_count() == 1) {  // only the pool holds it: the transport is done with it
       buf = b;
       break;
     }
   if (!buf) {
-    buf = std::make_shared<std::vector<float>>();
-    buffers_.push_back(buf);
+    buf = std::make_shared<std::vector<T>>();
+    buffers.push_back(buf);
   }
   buf->resize(n);
   return buf;
 }
+
+}  // namespace
+
+std::shared_ptr<std::vector<float>> SnapshotPool::buffer(size_t n) { return reuse(buffers_, n); }
+
+std::shared_ptr<std::vector<uint16_t>> SnapshotPool::bf16_buffer(size_t n) { return reuse(bf16_buffers_, n); }
 
 SendGuard::SendGuard() : released_(std::make_shared<Released>()) {
   token_ = std::shared_ptr<char>(new char(0), [r = released_](char* p) {

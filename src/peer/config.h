@@ -39,7 +39,7 @@ struct AlgorithmConfig {
   double dead_after_s = 3;            // a member with no heartbeat this long is removed from the run
   int64_t chunk_bytes = 1 << 20;      // payload frames are at most this large
   double max_norm_ratio = 10;         // gossip: a neighbour's values this many times our norm are not mixed (0 = off)
-  Dtype wire = Dtype::kF32;           // gossip: values travel as f32 (exact) or bf16 (half the bytes)
+  Dtype wire = Dtype::kF32;           // gossip, push-sum: values travel as f32 (exact) or bf16 (half the bytes)
 };
 
 struct DataConfig {

@@ -24,7 +24,8 @@ DecentralizedHook::DecentralizedHook(const RunConfig& config, Transport& transpo
   if (algo_.kind == Algorithm::kGossip)
     gossip_.emplace(transport, config.topology, floats, chunk, algo_.timeout_s, algo_.max_norm_ratio, algo_.wire);
   if (algo_.kind == Algorithm::kPushSum)
-    push_sum_.emplace(transport, config.topology, floats, chunk, algo_.timeout_s, algo_.overlap, algo_.max_staleness);
+    push_sum_.emplace(transport, config.topology, floats, chunk, algo_.timeout_s, algo_.overlap, algo_.max_staleness,
+                      algo_.wire);
 }
 
 float* DecentralizedHook::host_params(model::Mlp& model) {

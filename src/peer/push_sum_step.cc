@@ -1,11 +1,14 @@
 #include "peer/push_sum_step.h"
 
 #include <algorithm>
+#include <cmath>
+
+#include "kernels/bf16.h"
 
 namespace gossip::peer {
 
 PushSumStep::PushSumStep(Transport& transport, topology::Graph graph, size_t floats, size_t chunk_floats,
-                         double timeout_s, bool overlap, int max_staleness)
+                         double timeout_s, bool overlap, int max_staleness, Dtype wire)
     : t_(&transport),
       graph_(std::move(graph)),
       floats_(floats),
@@ -13,6 +16,7 @@ PushSumStep::PushSumStep(Transport& transport, topology::Graph graph, size_t flo
       timeout_s_(timeout_s),
       overlap_(overlap),
       max_staleness_(max_staleness),
+      wire_(wire),
       x_(floats, 0.0f) {}
 
 void PushSumStep::init(const float* z) {
@@ -60,14 +64,21 @@ void PushSumStep::write_model(float* z) const {
 }
 
 void PushSumStep::fold(const Expected& e) {
-  const VectorRef ref{MessageKind::kPushSum, e.round, 0};
-  float* x = x_.data();
   // A message with NaN/Inf chunks is reported and its bad chunks are left out (their share of
   // mass is lost for those coordinates, which beats poisoning every peer downstream).
-  w_ += receive_vector(*t_, e.sender, ref, 0, floats_, timeout_s_, [x](size_t i, const float* v, size_t c) {
-          float* dst = x + i;
-          for (size_t k = 0; k < c; ++k) dst[k] += v[k];
-        }).weight;
+  ChunkReader reader(*t_, e.sender, {MessageKind::kPushSum, e.round, 0, wire_}, 0, floats_, timeout_s_);
+  while (std::optional<InMessage> m = reader.next()) {
+    if (!m->finite) continue;
+    float* __restrict dst = x_.data() + m->header.offset;
+    if (wire_ == Dtype::kBf16) {
+      const uint16_t* __restrict v = m->bf16();
+      for (size_t k = 0; k < m->count; ++k) dst[k] += kernels::from_bf16(v[k]);
+    } else {
+      const float* __restrict v = m->data;
+      for (size_t k = 0; k < m->count; ++k) dst[k] += v[k];
+    }
+  }
+  w_ += std::isfinite(reader.weight()) ? reader.weight() : 0.0;
 }
 
 void PushSumStep::step(uint64_t round, float* z) {
@@ -89,7 +100,9 @@ void PushSumStep::step(uint64_t round, float* z) {
     }
   }
   // The round field: the round, or (asynchronous) this link's message number.
-  auto ref = [&](int peer) { return VectorRef{MessageKind::kPushSum, asynchronous() ? sent_on_link_[peer]++ : round, 0}; };
+  auto ref = [&](int peer) {
+    return VectorRef{MessageKind::kPushSum, asynchronous() ? sent_on_link_[peer]++ : round, 0, wire_};
+  };
   // One pass: apply the local update to the numerator (x ← x + z' − x/w), and split it into the
   // share each out-neighbour gets and the share this peer keeps. Asynchronous mode scales the
   // update by w (x ← x + w·(z' − x/w)), so the model moves by the local step whatever w is: a
@@ -98,7 +111,8 @@ void PushSumStep::step(uint64_t round, float* z) {
   const float inv = static_cast<float>(1.0 / w_);
   const float gain = asynchronous() ? static_cast<float>(w_) : 1.0f;
   const float self = static_cast<float>(nb.self_weight);
-  if (nb.out.size() == 1) {
+  const bool bf16 = wire_ == Dtype::kBf16;
+  if (nb.out.size() == 1 && !bf16) {
     const float p = static_cast<float>(nb.out[0].weight);
     auto share = pool_.buffer(floats_);
     float* s = share->data();
@@ -109,13 +123,40 @@ void PushSumStep::step(uint64_t round, float* z) {
     }
     send_vector(*t_, nb.out[0].peer, ref(nb.out[0].peer), s, share, 0, floats_, floats_, nb.out[0].weight * w_,
                 chunk_floats_);
+  } else if (nb.out.size() == 1) {  // bf16: what rounding takes off the share stays here
+    const float p = static_cast<float>(nb.out[0].weight);
+    auto share = pool_.bf16_buffer(floats_);
+    uint16_t* s = share->data();
+    for (size_t i = 0; i < floats_; ++i) {
+      const float x = x_[i] + gain * (z[i] - x_[i] * inv);
+      const float sent = p * x;
+      s[i] = kernels::to_bf16(sent);
+      x_[i] = self * x + (sent - kernels::from_bf16(s[i]));
+    }
+    send_vector(*t_, nb.out[0].peer, ref(nb.out[0].peer), s, share, 0, floats_, floats_, nb.out[0].weight * w_,
+                chunk_floats_);
   } else {
     for (size_t i = 0; i < floats_; ++i) x_[i] += gain * (z[i] - x_[i] * inv);  // the update first: exact when z = x/w
+    if (bf16) residual_.assign(floats_, 0.0f);
     for (const topology::Link& l : nb.out) {
-      auto share = pool_.copy(x_.data(), floats_, static_cast<float>(l.weight));
-      send_vector(*t_, l.peer, ref(l.peer), share->data(), share, 0, floats_, floats_, l.weight * w_, chunk_floats_);
+      const float p = static_cast<float>(l.weight);
+      if (bf16) {
+        auto share = pool_.bf16_buffer(floats_);
+        uint16_t* s = share->data();
+        for (size_t i = 0; i < floats_; ++i) {
+          const float sent = p * x_[i];
+          s[i] = kernels::to_bf16(sent);
+          residual_[i] += sent - kernels::from_bf16(s[i]);
+        }
+        send_vector(*t_, l.peer, ref(l.peer), s, share, 0, floats_, floats_, l.weight * w_, chunk_floats_);
+      } else {
+        auto share = pool_.copy(x_.data(), floats_, p);
+        send_vector(*t_, l.peer, ref(l.peer), share->data(), share, 0, floats_, floats_, l.weight * w_, chunk_floats_);
+      }
     }
     for (size_t i = 0; i < floats_; ++i) x_[i] *= self;
+    if (bf16)
+      for (size_t i = 0; i < floats_; ++i) x_[i] += residual_[i];
   }
   w_ *= nb.self_weight;
   if (asynchronous()) {  // whatever has arrived on each link, in order; never wait

@@ -16,6 +16,10 @@
 //                  (zeros, weight 0): a peer still running keeps its mass instead of pushing it
 //                  into finished peers, which would drive its w, and with it the effective step
 //                  size η/w and the float numerator, to extremes.
+//
+// wire = bf16: each share p_j·x travels rounded to bfloat16 (half the bytes) and the sender keeps
+// the rounding residual p_j·x − Q(p_j·x) in its own numerator, so Σx is still conserved (to float
+// rounding); weights travel exactly (the header's double).
 #pragma once
 
 #include <deque>
@@ -31,7 +35,7 @@ namespace gossip::peer {
 class PushSumStep {
  public:
   PushSumStep(Transport& transport, topology::Graph graph, size_t floats, size_t chunk_floats, double timeout_s,
-              bool overlap, int max_staleness);
+              bool overlap, int max_staleness, Dtype wire = Dtype::kF32);
   // Starts from model z (x = z, w = 1).
   void init(const float* z);
   // z holds the model after the local update z' = z_prev − η·u; applies the same update to the
@@ -68,7 +72,9 @@ class PushSumStep {
   double timeout_s_;
   bool overlap_;
   int max_staleness_;
+  Dtype wire_;
   std::vector<float> x_;
+  std::vector<float> residual_;  // bf16 with several out-neighbours: Σ_j (p_j·x − Q(p_j·x)) of a round
   double w_ = 1.0;
   std::deque<Expected> outstanding_;  // messages addressed to us and not folded yet
   SnapshotPool pool_;

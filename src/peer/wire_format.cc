@@ -262,8 +262,9 @@ std::optional<std::string> validate_header(const void* header, size_t header_byt
   if (h.payload_bytes != payload_bytes)
     return "payload of " + std::to_string(payload_bytes) + " bytes but header says " + std::to_string(h.payload_bytes);
   if (h.dtype > static_cast<uint32_t>(Dtype::kBf16)) return "unknown payload type " + std::to_string(h.dtype);
-  if (h.dtype != static_cast<uint32_t>(Dtype::kF32) && h.kind != static_cast<uint16_t>(MessageKind::kGossip))
-    return dtype_name(h.dtype) + " values in a " + kind_name(h.kind) + " message (only gossip carries them)";
+  if (h.dtype != static_cast<uint32_t>(Dtype::kF32) && h.kind != static_cast<uint16_t>(MessageKind::kGossip) &&
+      h.kind != static_cast<uint16_t>(MessageKind::kPushSum))
+    return dtype_name(h.dtype) + " values in a " + kind_name(h.kind) + " message (only gossip and push-sum carry them)";
   if (payload_bytes % element_bytes(h.dtype) != 0)
     return "payload is not a whole number of " + dtype_name(h.dtype) + " values";
   const uint64_t count = payload_bytes / element_bytes(h.dtype);

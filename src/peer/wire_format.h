@@ -31,8 +31,9 @@ enum class MessageKind : uint16_t {
 };
 inline constexpr uint16_t kLastWireKind = 11;
 
-// What one payload value is (the header's dtype). Gossip messages may carry bfloat16 (the top 16
-// bits of a float32, rounded to nearest even: half the bytes); everything else is float32.
+// What one payload value is (the header's dtype). Gossip and push-sum messages may carry bfloat16
+// (the top 16 bits of a float32, rounded to nearest even: half the bytes); everything else is
+// float32.
 enum class Dtype : uint32_t {
   kF32 = 0,
   kBf16 = 1,
