@@ -55,9 +55,13 @@ INSTANTIATE_TEST_SUITE_P(Modes, PushSumTest, ::testing::Combine(::testing::Bool(
 
 // bf16 on the wire: every share is rounded, the sender keeps what rounding took off, so Σx and
 // Σw are still conserved (to float rounding) and the de-biased models meet within bf16 rounding
-// of the true average; with overlap too (late messages folded later).
+// of the true average; with overlap too (late messages folded later), and with several
+// out-neighbours.
 TEST(PushSum, Bf16WireConservesMass) {
-  for (bool overlap : {false, true}) {
+  // One out-neighbour a round, and three (the static exponential graph: several shares, one residual).
+  for (auto [kind, overlap] : {std::pair{topology::Kind::kPushSumOnePeerExponential, false},
+                               std::pair{topology::Kind::kPushSumOnePeerExponential, true},
+                               std::pair{topology::Kind::kExponential, false}}) {
     const int n = 5, rounds = 60;
     const size_t dim = 6;
     std::vector<std::vector<float>> z(n, std::vector<float>(dim));
@@ -66,8 +70,7 @@ TEST(PushSum, Bf16WireConservesMass) {
     for (int r = 0; r < n; ++r)
       for (size_t d = 0; d < dim; ++d) z[r][d] = float(r + 1) * float(d + 1) + 0.1f;  // not exact in bf16
     gossip::testing::run_peers(n, [&](int r, Transport& t) {
-      PushSumStep ps(t, {topology::Kind::kPushSumOnePeerExponential, 0, {}}, dim, 4, 10.0, overlap, 2,
-                     Dtype::kBf16);
+      PushSumStep ps(t, {kind, 0, {}}, dim, 4, 10.0, overlap, 2, Dtype::kBf16);
       ps.init(z[r].data());
       for (int k = 0; k < rounds; ++k) {
         if (overlap) std::this_thread::sleep_for(std::chrono::microseconds(200 * r));
