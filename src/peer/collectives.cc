@@ -155,15 +155,21 @@ std::optional<InMessage> ChunkReader::next() {
 }
 
 Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,
-                        const std::function<void(size_t, const float*, size_t)>& fold) {
+                        const std::function<void(const InMessage&)>& fold) {
   ChunkReader reader(t, peer, ref, offset, count, timeout_s);
   Received r;
   while (std::optional<InMessage> m = reader.next()) {
-    if (m->finite) fold(m->header.offset - offset, m->data, m->count);
+    if (m->finite) fold(*m);
     else r.finite = false;
   }
   r.weight = std::isfinite(reader.weight()) ? reader.weight() : 0.0;
   return r;
+}
+
+Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,
+                        const std::function<void(size_t, const float*, size_t)>& fold) {
+  return receive_vector(t, peer, ref, offset, count, timeout_s,
+                        [&](const InMessage& m) { fold(m.header.offset - offset, m.data, m.count); });
 }
 
 void RingAllReduce::sum(float* x, size_t n) {

@@ -78,6 +78,10 @@ struct Received {
 };
 Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,
                         const std::function<void(size_t, const float*, size_t)>& fold);
+// The same for a consumer that reads the chunks itself (bf16 values, header.offset): fold(m) for
+// every verified, finite chunk.
+Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,
+                        const std::function<void(const InMessage&)>& fold);
 
 // Receives chunk after chunk of one vector from one peer (the chunk-at-a-time form of
 // receive_vector), so a consumer can walk several peers' vectors in step.

@@ -1,7 +1,6 @@
 #include "peer/push_sum_step.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "kernels/bf16.h"
 
@@ -66,19 +65,17 @@ void PushSumStep::write_model(float* z) const {
 void PushSumStep::fold(const Expected& e) {
   // A message with NaN/Inf chunks is reported and its bad chunks are left out (their share of
   // mass is lost for those coordinates, which beats poisoning every peer downstream).
-  ChunkReader reader(*t_, e.sender, {MessageKind::kPushSum, e.round, 0, wire_}, 0, floats_, timeout_s_);
-  while (std::optional<InMessage> m = reader.next()) {
-    if (!m->finite) continue;
-    float* __restrict dst = x_.data() + m->header.offset;
-    if (wire_ == Dtype::kBf16) {
-      const uint16_t* __restrict v = m->bf16();
-      for (size_t k = 0; k < m->count; ++k) dst[k] += kernels::from_bf16(v[k]);
-    } else {
-      const float* __restrict v = m->data;
-      for (size_t k = 0; k < m->count; ++k) dst[k] += v[k];
-    }
-  }
-  w_ += std::isfinite(reader.weight()) ? reader.weight() : 0.0;
+  const VectorRef ref{MessageKind::kPushSum, e.round, 0, wire_};
+  w_ += receive_vector(*t_, e.sender, ref, 0, floats_, timeout_s_, [this](const InMessage& m) {
+          float* __restrict dst = x_.data() + m.header.offset;
+          if (wire_ == Dtype::kBf16) {
+            const uint16_t* __restrict v = m.bf16();
+            for (size_t k = 0; k < m.count; ++k) dst[k] += kernels::from_bf16(v[k]);
+          } else {
+            const float* __restrict v = m.data;
+            for (size_t k = 0; k < m.count; ++k) dst[k] += v[k];
+          }
+        }).weight;
 }
 
 void PushSumStep::step(uint64_t round, float* z) {
