@@ -1,6 +1,6 @@
-// bfloat16: the top 16 bits of a float32 (same exponent range, 8 bits of mantissa). Gossip can
-// send its values in it (algorithm.wire: bf16) to halve the bytes on the wire. CPU only: the
-// values are converted where the gossip step runs, on host buffers.
+// bfloat16: the top 16 bits of a float32 (same exponent range, 8 bits of mantissa). Gossip and
+// push-sum can send their values in it (algorithm.wire: bf16) to halve the bytes on the wire. CPU
+// only: the values are converted where the mixing runs, on host buffers.
 #pragma once
 
 #include <bit>

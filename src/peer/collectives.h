@@ -31,7 +31,7 @@ struct VectorRef {
   MessageKind kind;
   uint64_t round;
   uint32_t tag = 0;
-  Dtype dtype = Dtype::kF32;  // what the values travel as (bf16: gossip only)
+  Dtype dtype = Dtype::kF32;  // what the values travel as (bf16: gossip and push-sum only)
 };
 
 // Sends data[0, count) — elements [offset, offset + count) of a vector of `total` values of
