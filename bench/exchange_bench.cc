@@ -23,13 +23,14 @@ namespace {
 
 double run_peer(int rank, int n, size_t floats, const std::string& algo, int rounds, const std::string& dir,
                 const std::string& scheme, size_t chunk_floats, double timeout, double max_norm_ratio,
-                peer::Dtype wire) {
+                peer::Dtype wire, bool single_copy) {
   peer::ZmqTransportOptions o;
   o.rank = rank;
   for (int i = 0; i < n; ++i)
     o.endpoints.push_back(scheme == "ipc" ? "ipc://" + dir + "/ep-" + std::to_string(i) : "tcp://127.0.0.1:0");
   o.rendezvous_dir = dir;
   o.max_chunk_bytes = chunk_floats * 4;
+  o.single_copy = single_copy;
   peer::ZmqTransport t(o);
   std::vector<float> x(floats, 1.0f + 0.01f * float(rank)), y(floats);  // alike, as models are: no outliers
   peer::RingAllReduce ar(t, chunk_floats, timeout);
@@ -74,6 +75,7 @@ int main(int argc, char** argv) {
   flags.add_string("timeout", "seconds a peer waits for a neighbour", "60");
   flags.add_string("max_norm_ratio", "gossip outlier screen, as algorithm.max_norm_ratio (gossip-peer's default)", "10");
   flags.add_string("wire", "gossip and push-sum values on the wire: f32 or bf16 (algorithm.wire)", "f32");
+  flags.add_bool("single_copy", "peers copy each other's chunks out of the sender's memory (algorithm.single_copy)");
   flags.parse(argc, argv);
   peer::tune_allocator_for_large_messages();
   const int n = static_cast<int>(flags.get_int("n"));
@@ -98,7 +100,7 @@ int main(int argc, char** argv) {
       try {
         s = run_peer(r, n, floats, algo, static_cast<int>(flags.get_int("rounds")), dir, flags.get_string("transport"),
                      static_cast<size_t>(flags.get_int("chunk_bytes")) / 4, flags.get_double("timeout"),
-                     flags.get_double("max_norm_ratio"), wire == "bf16" ? peer::Dtype::kBf16 : peer::Dtype::kF32);
+                     flags.get_double("max_norm_ratio"), wire == "bf16" ? peer::Dtype::kBf16 : peer::Dtype::kF32, flags.get_bool("single_copy"));
       } catch (const std::exception& e) {
         std::fprintf(stderr, "peer %d: %s\n", r, e.what());
       }

@@ -92,7 +92,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"algorithm: {kind: gossip, max_norm_ratio: -1}\n", "algorithm.max_norm_ratio"},
         BadCase{"algorithm: {kind: gossip, wire: fp8}\n", "'fp8' is not one of f32, bf16"},
         BadCase{"algorithm: {kind: local_sgd, global_average_every: 4, wire: bf16}\n", "algorithm.wire"},
+        BadCase{"algorithm: {kind: gossip, single_copy: maybe}\n", "algorithm.single_copy"},
+        BadCase{"security: {keys: /tmp/k}\nalgorithm: {kind: gossip, single_copy: true}\n", "'algorithm.single_copy': not with security"},
         BadCase{"data: {dataset: synthetic, synthetic: {noise: loud}}\n", "data.synthetic.noise"}));
+
+TEST(Config, SingleCopyIsOffUnlessAsked) {
+  EXPECT_FALSE(parse_config("algorithm: gossip", "t.yaml").algorithm.single_copy);
+  EXPECT_TRUE(parse_config("algorithm: {kind: push_sum, single_copy: true}", "t.yaml").algorithm.single_copy);
+}
 
 TEST(Config, WireDefaultsToF32AndTakesBf16ForGossip) {
   EXPECT_EQ(parse_config("algorithm: gossip", "t.yaml").algorithm.wire, Dtype::kF32);

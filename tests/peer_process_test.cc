@@ -155,6 +155,31 @@ TEST(PeerProcesses, PureAveragingRingDecaysAtRhoSquared) {
   }
 }
 
+// Single copy changes how the values travel, not what they are: the same run with and without it
+// ends with bit-identical models on every peer (gossip with PGA: gossip and all-reduce chunks both
+// lent), and the peers report what their neighbours copied out of their memory.
+TEST(PeerProcesses, SingleCopyTrainsBitIdenticallyToTheSocket) {
+  TempDir dir;
+  auto crcs = [](const std::string& out) {
+    std::map<int, std::string> m;
+    std::regex re(R"(final: peer (\d+) .* params_crc ([0-9a-f]+))");
+    for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it)
+      m[std::stoi((*it)[1])] = (*it)[2];
+    return m;
+  };
+  const std::string optimizer = "{lr: 0.05, momentum: 0.9, batch: 32, epochs: 1}";
+  auto plain = launch(dir, config(4, "ring", "{kind: gossip, global_average_every: 5}", "", optimizer));
+  auto lent = launch(dir, config(4, "ring", "{kind: gossip, global_average_every: 5, single_copy: true}", "", optimizer));
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  ASSERT_EQ(lent.exit_code, 0) << lent.output;
+  EXPECT_EQ(crcs(plain.output).size(), 4u) << plain.output;
+  EXPECT_EQ(crcs(lent.output), crcs(plain.output)) << lent.output;
+  if (testing::process_vm_readv_works()) {
+    EXPECT_EQ(capture_all(lent.output, R"(lent_MB ([0-9.]+))").size(), 4u) << lent.output;
+  }
+  EXPECT_EQ(plain.output.find("lent_MB"), std::string::npos);
+}
+
 // A neighbour that never shows up: the peer fails with a clear error naming it, no hang.
 TEST(PeerProcesses, DeadNeighbourIsReportedNotWaitedForever) {
   TempDir dir;

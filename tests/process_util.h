@@ -2,6 +2,7 @@
 // a hard time limit (coreutils timeout), capturing its output.
 #pragma once
 
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +23,14 @@ struct CommandResult {
   std::string output;
   double seconds = 0;
 };
+
+// Whether this machine lets a process read memory with process_vm_readv (single copy; a seccomp
+// profile may forbid the call).
+inline bool process_vm_readv_works() {
+  uint64_t from = 0x5eed, to = 0;
+  iovec local{&to, sizeof(to)}, remote{&from, sizeof(from)};
+  return ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0) == sizeof(to) && to == from;
+}
 
 inline std::string bin(const std::string& name) { return std::string(GOSSIP_BINARY_DIR) + "/bin/" + name; }
 

@@ -189,6 +189,59 @@ TEST(WireFormat, Bf16PayloadsAreForMixingMessagesOnly) {
   EXPECT_NE(validate_header(buf, kHeaderBytes, 6, &d).value_or("").find("outside a vector"), std::string::npos);
 }
 
+// A lent payload (single copy): the frame is a 40-byte reference, the header's size is that of
+// the values; only vector messages may lend, and unknown flags are refused.
+TEST(WireFormat, LentPayloadsAreReferencesInVectorMessagesOnly) {
+  LentRef ref;
+  ref.pid = 4242;
+  ref.address = 0x7f0011223344ull;
+  ref.token = 9;
+  ref.cookie_address = 0x7f0055667788ull;
+  ref.cookie = 0xdeadbeefcafef00dull;
+  uint8_t frame[kLentRefBytes];
+  encode_lent_ref(ref, frame);
+  const LentRef back = decode_lent_ref(frame);
+  EXPECT_EQ(back.pid, ref.pid);
+  EXPECT_EQ(back.address, ref.address);
+  EXPECT_EQ(back.token, ref.token);
+  EXPECT_EQ(back.cookie_address, ref.cookie_address);
+  EXPECT_EQ(back.cookie, ref.cookie);
+
+  Header h = sample();
+  h.kind = static_cast<uint16_t>(MessageKind::kGossip);
+  h.flags = kFlagLent;
+  h.payload_bytes = 4000;  // 1000 floats stay with the sender
+  h.offset = 0;
+  h.checksum = message_checksum(h, frame, kLentRefBytes);
+  uint8_t buf[kHeaderBytes];
+  encode_header(h, buf);
+  EXPECT_EQ(decode_header(buf).flags, kFlagLent);
+  Header d;
+  EXPECT_EQ(validate_message(buf, kHeaderBytes, frame, kLentRefBytes, &d), std::nullopt);
+  EXPECT_EQ(d.payload_bytes, 4000u);
+  EXPECT_EQ(validate_header(buf, kHeaderBytes, 4000, &d).value_or(""),
+            "lent payload reference of 4000 bytes (expected 40)");
+  frame[3] ^= 1;  // the reference is covered by the checksum
+  EXPECT_EQ(validate_message(buf, kHeaderBytes, frame, kLentRefBytes, &d).value_or(""), "checksum mismatch");
+  h.kind = static_cast<uint16_t>(MessageKind::kControlRequest);
+  encode_header(h, buf);
+  EXPECT_EQ(validate_header(buf, kHeaderBytes, kLentRefBytes, &d).value_or(""),
+            "a lent payload in a control request message");
+  h.kind = static_cast<uint16_t>(MessageKind::kGossip);
+  h.flags = 2;
+  encode_header(h, buf);
+  EXPECT_EQ(validate_header(buf, kHeaderBytes, kLentRefBytes, &d).value_or(""), "unknown header flags 2");
+  h.flags = kFlagLent;
+  h.total_floats = 999;  // 1000 lent floats do not fit
+  encode_header(h, buf);
+  EXPECT_NE(validate_header(buf, kHeaderBytes, kLentRefBytes, &d).value_or("").find("outside a vector"), std::string::npos);
+  h = sample();
+  h.kind = static_cast<uint16_t>(MessageKind::kLentDone);
+  h.total_floats = h.offset = 0;
+  encode_header(h, buf);
+  EXPECT_EQ(validate_header(buf, kHeaderBytes, 0, &d), std::nullopt) << "lent-done is a known wire kind";
+}
+
 // The checksum's pass reads bf16 values as bf16: NaN/Inf anywhere is found, and the sum of
 // squares is that of the widened values.
 TEST(WireFormat, ChecksumPassScansBf16Values) {

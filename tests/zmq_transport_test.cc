@@ -6,6 +6,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -14,6 +16,7 @@
 #include "common/error.h"
 #include "peer/collectives.h"
 #include "peer/gossip_step.h"
+#include "process_util.h"
 
 namespace gossip::peer {
 namespace {
@@ -60,26 +63,40 @@ TEST_F(ZmqTransportTest, ChunkedVectorsTravelBothWays) {
 }
 
 // Over real sockets the receiver checks each chunk's checksum itself, and the same pass gives the
-// chunk's sum of squares to GossipStep's outlier screen (no in-process shortcut involved).
+// chunk's sum of squares to GossipStep's outlier screen (no in-process shortcut involved). With
+// single copy there is no checksum to check, and the scan of the copied values does the same; a
+// NaN chunk is not mixed in either way.
 TEST_F(ZmqTransportTest, GossipScreensOutliersWithTheChecksumPassNorms) {
-  const int n = 3;
-  const size_t dim = 3000, chunk = 1000;
-  std::vector<std::vector<float>> x(n, std::vector<float>(dim)), out(n, std::vector<float>(dim));
-  for (int r = 0; r < n; ++r) std::fill(x[r].begin(), x[r].end(), float(r + 1));
-  std::fill(x[1].begin() + 1000, x[1].begin() + 2000, 1e4f);  // peer 1's second chunk
-  std::vector<std::thread> peers;
-  for (int r = 0; r < n; ++r)
-    peers.emplace_back([&, r] {
-      ZmqTransport t(options(r, n));
-      GossipStep step(t, topology::Graph{topology::Kind::kRing, 0, {}}, dim, chunk, 10.0, 10.0);
-      step.step(0, x[r].data(), out[r].data());
-    });
-  for (auto& p : peers) p.join();
-  for (int r : {0, 2}) {
-    const float self = float(r + 1), other = r == 0 ? 3.0f : 1.0f;
-    EXPECT_FLOAT_EQ(out[r][0], 2.0f);
-    EXPECT_FLOAT_EQ(out[r][1500], (2 * self + other) / 3) << "peer 1's outlier chunk is not mixed in";
-    EXPECT_FLOAT_EQ(out[r][2999], 2.0f);
+  for (bool single_copy : {false, true}) {
+    const int n = 3;
+    const size_t dim = 4000, chunk = 1000;
+    std::vector<std::vector<float>> x(n, std::vector<float>(dim)), out(n, std::vector<float>(dim));
+    for (int r = 0; r < n; ++r) std::fill(x[r].begin(), x[r].end(), float(r + 1));
+    std::fill(x[1].begin() + 1000, x[1].begin() + 2000, 1e4f);  // peer 1's second chunk
+    x[1][2500] = std::nanf("");                                  // and its third
+    std::vector<uint64_t> lent(n);
+    std::vector<std::thread> peers;
+    for (int r = 0; r < n; ++r)
+      peers.emplace_back([&, r] {
+        ZmqTransportOptions o = options(r, n);
+        o.single_copy = single_copy;
+        ZmqTransport t(o);
+        GossipStep step(t, topology::Graph{topology::Kind::kRing, 0, {}}, dim, chunk, 10.0, 10.0);
+        step.step(0, x[r].data(), out[r].data());
+        lent[r] = t.stats().bytes_lent;
+      });
+    for (auto& p : peers) p.join();
+    for (int r = 0; r < n; ++r) fs::remove(dir_ / ("peer-" + std::to_string(r)));  // the next run's rendezvous
+    for (int r : {0, 2}) {
+      const float self = float(r + 1), other = r == 0 ? 3.0f : 1.0f;
+      EXPECT_FLOAT_EQ(out[r][0], 2.0f) << single_copy;
+      EXPECT_FLOAT_EQ(out[r][1500], (2 * self + other) / 3) << "peer 1's outlier chunk is not mixed in";
+      EXPECT_FLOAT_EQ(out[r][2999], (2 * self + other) / 3) << "peer 1's NaN chunk is not mixed in";
+      EXPECT_FLOAT_EQ(out[r][3999], 2.0f) << single_copy;
+    }
+    if (testing::process_vm_readv_works()) {
+      EXPECT_EQ(lent[0], single_copy ? 2 * dim * 4 : 0) << "both neighbours copied all of peer 0's chunks";
+    }
   }
 }
 
@@ -185,6 +202,109 @@ TEST_F(ZmqTransportTest, IpcEndpointOfALivePeerIsRefused) {
   EXPECT_NO_THROW(ZmqTransport reused(o));
 }
 
+// Single copy: the receiver copies each chunk straight out of the sender's buffer, which the
+// sender gets back (its guard released) only once the copy is made; the values are exact.
+TEST_F(ZmqTransportTest, SingleCopyChunksArriveExactlyAndAreCountedAsLent) {
+  if (!testing::process_vm_readv_works()) GTEST_SKIP() << "process_vm_readv is not allowed on this machine";
+  ZmqTransportOptions oa = options(0, 2), ob = options(1, 2);
+  oa.single_copy = ob.single_copy = true;
+  ZmqTransport a(oa), b(ob);
+  std::vector<float> data(100003);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = float(i) * 0.5f - 7;
+  for (uint64_t round = 0; round < 3; ++round) {
+    SendGuard guard;
+    send_vector(a, 1, {MessageKind::kGossip, round, 0}, data.data(), guard.owner(), 0, data.size(), data.size(), 0, 4096);
+    std::vector<float> got(data.size(), -1);
+    receive_vector(b, 0, {MessageKind::kGossip, round, 0}, 0, got.size(), 5.0,
+                   [&](size_t i, const float* v, size_t c) { std::copy(v, v + c, got.begin() + i); });
+    guard.wait_released(5.0, "test");
+    EXPECT_EQ(got, data) << "round " << round;
+  }
+  EXPECT_EQ(a.stats().bytes_lent, 3 * data.size() * 4);
+  EXPECT_EQ(b.stats().bytes_received, 3 * (25 * kHeaderBytes + data.size() * 4));
+  EXPECT_EQ(a.stats().messages_dropped + b.stats().messages_dropped, 0u);
+}
+
+// A receiver that will not copy (single_copy off there) refuses the first lent chunk and every
+// one after it; the sender sends them all again over the socket, in order, and the next vectors
+// go over the socket at once. Nothing is lost or reordered.
+TEST_F(ZmqTransportTest, RefusedSingleCopyFallsBackToTheSocketInOrder) {
+  ZmqTransportOptions oa = options(0, 2);
+  oa.single_copy = true;
+  ZmqTransport a(oa), b(options(1, 2));
+  std::vector<float> data(50000);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = float(i);
+  for (uint64_t round = 0; round < 2; ++round) {
+    SendGuard guard;
+    send_vector(a, 1, {MessageKind::kPushSum, round, 0}, data.data(), guard.owner(), 0, data.size(), data.size(), 0.25,
+                1000);
+    std::vector<float> got(data.size(), -1);
+    const Received r = receive_vector(b, 0, {MessageKind::kPushSum, round, 0}, 0, got.size(), 5.0,
+                                      [&](size_t i, const float* v, size_t c) { std::copy(v, v + c, got.begin() + i); });
+    guard.wait_released(5.0, "test");
+    EXPECT_EQ(got, data) << "round " << round;
+    EXPECT_EQ(r.weight, 0.25);
+  }
+  EXPECT_EQ(a.stats().bytes_lent, 0u);
+  EXPECT_EQ(b.stats().messages_dropped, 0u);
+}
+
+// A lent reference whose cookie does not match (another process, host or pid namespace; here a
+// forged one) is not copied: the receiver says so, the forger's values never arrive, and the
+// peer carries on with the next good message.
+TEST_F(ZmqTransportTest, ForgedLentReferenceIsNotCopied) {
+  ZmqTransportOptions oa = options(0, 2);
+  oa.single_copy = true;
+  oa.connect_timeout_s = 0.2;
+  ZmqTransport a(oa);
+  zmq::context_t ctx;
+  zmq::socket_t rogue(ctx, zmq::socket_type::dealer);
+  rogue.set(zmq::sockopt::routing_id, "r1");
+  rogue.set(zmq::sockopt::linger, 0);
+  rogue.connect(a.bound_endpoint());
+  std::vector<float> secret(8, 42.0f);
+  Header h;
+  h.kind = static_cast<uint16_t>(MessageKind::kGossip);
+  h.sender = 1;
+  h.total_floats = 8;
+  h.payload_bytes = 32;
+  h.flags = kFlagLent;
+  LentRef ref;
+  ref.pid = static_cast<uint64_t>(::getpid());  // a real, readable process...
+  ref.address = reinterpret_cast<uintptr_t>(secret.data());
+  uint64_t cookie = 1;
+  ref.cookie_address = reinterpret_cast<uintptr_t>(&cookie);
+  ref.cookie = 2;  // ...but not the one that lent it
+  uint8_t frame[kLentRefBytes], head[kHeaderBytes];
+  encode_lent_ref(ref, frame);
+  h.checksum = message_checksum(h, frame, kLentRefBytes);
+  encode_header(h, head);
+  rogue.send(zmq::buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
+  rogue.send(zmq::buffer(frame, kLentRefBytes), zmq::send_flags::none);
+  Header good;
+  good.kind = static_cast<uint16_t>(MessageKind::kGossip);
+  good.sender = 1;
+  good.total_floats = 8;
+  good.payload_bytes = 32;
+  std::vector<float> values(8, 1.0f);
+  good.checksum = message_checksum(good, values.data(), 32);
+  encode_header(good, head);
+  rogue.send(zmq::buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
+  rogue.send(zmq::buffer(values.data(), 32), zmq::send_flags::none);
+  std::vector<float> got;
+  receive_vector(a, 1, {MessageKind::kGossip, 0, 0}, 0, 8, 5.0,
+                 [&](size_t, const float* v, size_t c) { got.assign(v, v + c); });
+  EXPECT_EQ(got, values) << "the forged reference's values were copied";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past the connect timeout below
+  good.round = 1;
+  good.checksum = message_checksum(good, values.data(), 32);
+  encode_header(good, head);
+  rogue.send(zmq::buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
+  rogue.send(zmq::buffer(values.data(), 32), zmq::send_flags::none);
+  EXPECT_NO_THROW(receive_vector(a, 1, {MessageKind::kGossip, 1, 0}, 0, 8, 5.0, [](size_t, const float*, size_t) {}))
+      << "answering the forger must not wait on its (never published) endpoint";
+}
+
 TEST_F(ZmqTransportTest, BindFailureNamesTheEndpoint) {
   ZmqTransportOptions o = options(0, 1);
   o.endpoints = {"tcp://256.0.0.1:1"};
@@ -204,18 +324,29 @@ namespace {
 
 // Messages queued just before a transport is destroyed still arrive (linger), also when the
 // connection to that neighbour is made only at that moment.
+// With single copy, the sender's shutdown waits until the lent chunks are copied.
 TEST_F(ZmqTransportTest, MessagesSentJustBeforeShutdownArrive) {
   for (int trial = 0; trial < 20; ++trial) {
-    auto b = std::make_unique<ZmqTransport>(options(1, 2));
+    ZmqTransportOptions oa = options(0, 2), ob = options(1, 2);
+    oa.single_copy = ob.single_copy = trial % 2 == 1;
+    auto b = std::make_unique<ZmqTransport>(ob);
     {
-      ZmqTransport a(options(0, 2));
-      auto data = std::make_shared<std::vector<float>>(300000, float(trial));
+      ZmqTransport a(oa);
+      // Released buffers are overwritten, so a copy made after the release would show it.
+      std::shared_ptr<std::vector<float>> data(new std::vector<float>(300000, float(trial)), [](std::vector<float>* v) {
+        std::fill(v->begin(), v->end(), -1.0f);
+        delete v;
+      });
       send_vector(a, 1, {MessageKind::kAllGather, uint64_t(trial), 0}, data->data(), data, 0, data->size(), data->size(), 0, 1 << 14);
     }
-    size_t got = 0;
+    size_t got = 0, wrong = 0;
     receive_vector(*b, 0, {MessageKind::kAllGather, uint64_t(trial), 0}, 0, 300000, 5.0,
-                   [&](size_t, const float*, size_t c) { got += c; });
+                   [&](size_t, const float* v, size_t c) {
+                     got += c;
+                     wrong += static_cast<size_t>(std::count_if(v, v + c, [&](float f) { return f != float(trial); }));
+                   });
     EXPECT_EQ(got, 300000u) << "trial " << trial;
+    EXPECT_EQ(wrong, 0u) << "trial " << trial;
     std::filesystem::remove(dir_ / "peer-0");
     std::filesystem::remove(dir_ / "peer-1");
   }

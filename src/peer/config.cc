@@ -213,6 +213,7 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
     std::string wire = dtype_name(static_cast<uint32_t>(a.wire));
     r.read_string("wire", wire, {"f32", "bf16"});
     a.wire = wire == "bf16" ? Dtype::kBf16 : Dtype::kF32;
+    r.read("single_copy", a.single_copy, "true or false");
     r.finish();
   }
   static const std::pair<const char*, Algorithm> kinds[] = {{"none", Algorithm::kNone},
@@ -365,6 +366,11 @@ RunConfig parse_config(const std::string& yaml_text, const std::string& file_nam
   parse_data(top, cfg);
   parse_train(top, cfg);
   top.finish();
+  // Reading a neighbour's memory happens outside the authenticated channel: an authenticated but
+  // hostile peer could point the read at another process's memory and get it back mixed in.
+  if (cfg.algorithm.single_copy && !cfg.keys_dir.empty())
+    throw Error(file_name, "field 'algorithm.single_copy': not with security (a peer would read its neighbours' memory "
+                           "outside the authenticated channel); use one or the other");
   // push-sum works on any column-stochastic graph, and every kind here is at least that.
   if (cfg.algorithm.kind == Algorithm::kGossip && topology::is_directed(cfg.topology.kind))
     throw Error(file_name, "field 'topology': " + topology::kind_name(cfg.topology.kind) +

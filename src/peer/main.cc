@@ -129,6 +129,7 @@ int run(int argc, char** argv) {
     opt.heartbeat_timeout_s = cfg.algorithm.dead_after_s;
     if (flags.has("rendezvous")) opt.rendezvous_dir = flags.get_string("rendezvous");
     opt.max_chunk_bytes = static_cast<size_t>(cfg.algorithm.chunk_bytes);
+    opt.single_copy = cfg.algorithm.single_copy;
     opt.connect_timeout_s = cfg.algorithm.timeout_s;
     if (!cfg.keys_dir.empty() && joining) {  // CurveZMQ: the members learn our key from the join
       if (!flags.has("key") || !flags.has("join-key"))
@@ -221,6 +222,7 @@ int run(int argc, char** argv) {
     const auto s = transport->stats();
     out << std::setprecision(1) << " sent_MB " << s.bytes_sent / 1e6 << " received_MB " << s.bytes_received / 1e6
         << " wait_s " << s.wait_seconds << " dropped " << s.messages_dropped;
+    if (s.bytes_lent) out << " lent_MB " << s.bytes_lent / 1e6;  // of sent_MB: copied by neighbours (single_copy)
   }
   gossip::log(out.str());
   return 0;

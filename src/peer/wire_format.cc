@@ -219,10 +219,30 @@ void encode_header(const Header& h, uint8_t* out) {
   put(p, h.total_floats);
   put(p, h.offset);
   put(p, h.weight);
-  put(p, h.dtype);
+  put(p, static_cast<uint16_t>(h.dtype));
+  put(p, h.flags);
   put(p, h.checksum);
 }
-static_assert(4 + 2 + 2 + 4 + 4 + 8 + 4 + 4 + 8 + 8 + 8 + 4 + 4 == kHeaderBytes, "header layout is 64 bytes");
+static_assert(4 + 2 + 2 + 4 + 4 + 8 + 4 + 4 + 8 + 8 + 8 + 2 + 2 + 4 == kHeaderBytes, "header layout is 64 bytes");
+
+void encode_lent_ref(const LentRef& r, uint8_t* out) {
+  put(out, r.pid);
+  put(out, r.address);
+  put(out, r.token);
+  put(out, r.cookie_address);
+  put(out, r.cookie);
+}
+
+LentRef decode_lent_ref(const uint8_t* in) {
+  LentRef r;
+  r.pid = get<uint64_t>(in);
+  r.address = get<uint64_t>(in);
+  r.token = get<uint64_t>(in);
+  r.cookie_address = get<uint64_t>(in);
+  r.cookie = get<uint64_t>(in);
+  return r;
+}
+static_assert(5 * 8 == kLentRefBytes, "a lent reference is 40 bytes");
 
 Header decode_header(const uint8_t* in) {
   const uint8_t* p = in;
@@ -238,7 +258,8 @@ Header decode_header(const uint8_t* in) {
   h.total_floats = get<uint64_t>(p);
   h.offset = get<uint64_t>(p);
   h.weight = get<double>(p);
-  h.dtype = get<uint32_t>(p);
+  h.dtype = get<uint16_t>(p);
+  h.flags = get<uint16_t>(p);
   h.checksum = get<uint32_t>(p);
   return h;
 }
@@ -249,7 +270,7 @@ uint32_t message_checksum(const Header& h, const void* payload, size_t payload_b
   return payload_checksum(payload, payload_bytes, crc32c(buf, kHeaderBytes - 4), scan, h.dtype);
 }
 
-std::optional<std::string> validate_header(const void* header, size_t header_bytes, size_t payload_bytes,
+std::optional<std::string> validate_header(const void* header, size_t header_bytes, size_t frame_bytes,
                                            Header* decoded) {
   if (header_bytes != kHeaderBytes)
     return "header frame of " + std::to_string(header_bytes) + " bytes (expected " + std::to_string(kHeaderBytes) + ")";
@@ -259,8 +280,16 @@ std::optional<std::string> validate_header(const void* header, size_t header_byt
     return "protocol version " + std::to_string(h.version) + " (this peer speaks " + std::to_string(kProtocolVersion) + ")";
   if (h.kind < static_cast<uint16_t>(MessageKind::kGossip) || h.kind > kLastWireKind)
     return "unknown message kind " + std::to_string(h.kind);
-  if (h.payload_bytes != payload_bytes)
-    return "payload of " + std::to_string(payload_bytes) + " bytes but header says " + std::to_string(h.payload_bytes);
+  if (h.flags & ~kFlagLent) return "unknown header flags " + std::to_string(h.flags);
+  const size_t payload_bytes = h.payload_bytes;
+  if (h.flags & kFlagLent) {
+    if (!is_vector_kind(h.kind)) return "a lent payload in a " + kind_name(h.kind) + " message";
+    if (frame_bytes != kLentRefBytes)
+      return "lent payload reference of " + std::to_string(frame_bytes) + " bytes (expected " +
+             std::to_string(kLentRefBytes) + ")";
+  } else if (h.payload_bytes != frame_bytes) {
+    return "payload of " + std::to_string(frame_bytes) + " bytes but header says " + std::to_string(h.payload_bytes);
+  }
   if (h.dtype > static_cast<uint32_t>(Dtype::kBf16)) return "unknown payload type " + std::to_string(h.dtype);
   if (h.dtype != static_cast<uint32_t>(Dtype::kF32) && h.kind != static_cast<uint16_t>(MessageKind::kGossip) &&
       h.kind != static_cast<uint16_t>(MessageKind::kPushSum))
@@ -301,6 +330,17 @@ std::string dtype_name(uint32_t dtype) {
   return "payload type " + std::to_string(dtype);
 }
 
+bool is_vector_kind(uint16_t kind) {
+  switch (static_cast<MessageKind>(kind)) {
+    case MessageKind::kGossip:
+    case MessageKind::kPushSum:
+    case MessageKind::kReduceScatter:
+    case MessageKind::kAllGather:
+    case MessageKind::kModel: return true;
+    default: return false;
+  }
+}
+
 std::string kind_name(uint16_t kind) {
   switch (static_cast<MessageKind>(kind)) {
     case MessageKind::kGossip: return "gossip";
@@ -314,6 +354,7 @@ std::string kind_name(uint16_t kind) {
     case MessageKind::kJoin: return "join request";
     case MessageKind::kWelcome: return "welcome";
     case MessageKind::kModel: return "model transfer";
+    case MessageKind::kLentDone: return "lent-done";
     case MessageKind::kSuspect: return "suspicion";
   }
   return "kind " + std::to_string(kind);

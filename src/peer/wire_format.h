@@ -12,7 +12,8 @@
 namespace gossip::peer {
 
 inline constexpr uint32_t kMagic = 0x50535347;  // "GSSP" read as little-endian bytes
-inline constexpr uint16_t kProtocolVersion = 3;  // 2: elastic membership messages; 3: bf16 payloads
+// 2: elastic membership messages; 3: bf16 payloads; 4: lent payloads (flags) and kLentDone.
+inline constexpr uint16_t kProtocolVersion = 4;
 inline constexpr size_t kHeaderBytes = 64;
 
 enum class MessageKind : uint16_t {
@@ -27,9 +28,30 @@ enum class MessageKind : uint16_t {
   kJoin = 9,           // a new peer asks to join (text: its endpoint); from a "j<nonce>" connection
   kWelcome = 10,       // to a joiner: the new view, its id, the start round (text)
   kModel = 11,         // to a joiner: the parameters to start from; round = the start round
-  kSuspect = 12,       // never on the wire: the comm thread's note that a member fell silent
+  kLentDone = 12,      // a lent payload was copied (tag 0) or could not be (tag 1: send it again); round = token
+  kSuspect = 100,      // never on the wire: the comm thread's note that a member fell silent
 };
-inline constexpr uint16_t kLastWireKind = 11;
+inline constexpr uint16_t kLastWireKind = 12;
+
+// Header flags.
+inline constexpr uint16_t kFlagLent = 1;  // the payload frame is a LentRef; the values stay with the sender
+
+// Single-copy transfers between peers on one host (algorithm.single_copy): instead of the values
+// the payload frame says where they are in the sender's memory, and the receiver copies them out
+// with process_vm_readv, then answers kLentDone so the sender may reuse the buffer. The cookie,
+// read from the sender's memory and compared, proves that `pid` names the sender as the receiver
+// sees it (another host or pid namespace fails the check, and the values then come over the
+// socket). header.payload_bytes is the size of the values; the checksum covers the reference.
+struct LentRef {
+  uint64_t pid = 0;
+  uint64_t address = 0;         // of the values
+  uint64_t token = 0;           // echoed in kLentDone's round
+  uint64_t cookie_address = 0;  // of 8 bytes in the sender's memory that must equal `cookie`
+  uint64_t cookie = 0;
+};
+inline constexpr size_t kLentRefBytes = 40;
+void encode_lent_ref(const LentRef& r, uint8_t* out);
+LentRef decode_lent_ref(const uint8_t* in);
 
 // What one payload value is (the header's dtype). Gossip and push-sum messages may carry bfloat16
 // (the top 16 bits of a float32, rounded to nearest even: half the bytes); everything else is
@@ -60,12 +82,13 @@ struct Header {
   uint32_t epoch = 0;          // membership epoch the sender is in
   uint64_t round = 0;          // gossip round, or collective sequence number
   uint32_t tag = 0;            // step inside a collective
-  uint32_t payload_bytes = 0;  // size of the payload frame
+  uint32_t payload_bytes = 0;  // size of the payload values (the frame's size, unless lent)
   uint64_t total_floats = 0;   // length (in values) of the whole vector this chunk belongs to
   uint64_t offset = 0;         // first value of this chunk inside that vector
   double weight = 0;           // push-sum weight (p·w); 0 elsewhere
-  uint32_t dtype = 0;          // Dtype of the payload values: payload_bytes = values · element_bytes
-  uint32_t checksum = 0;       // CRC32C of header bytes [0, 60) then the payload
+  uint32_t dtype = 0;          // Dtype of the payload values (16 bits on the wire): payload_bytes = values · element_bytes
+  uint16_t flags = 0;          // kFlagLent, or 0
+  uint32_t checksum = 0;       // CRC32C of header bytes [0, 60) then the payload frame
 };
 
 // Fixed-width little-endian encoding; `out` must hold kHeaderBytes.
@@ -106,7 +129,8 @@ uint32_t message_checksum(const Header& h, const void* payload, size_t payload_b
 // Why a received header is rejected, or nullopt when it is well formed: sizes, magic, version,
 // kind and chunk bounds — everything but the checksum, which costs a pass over the payload and is
 // checked by the consumer right before it uses the (then cache-hot) values.
-std::optional<std::string> validate_header(const void* header, size_t header_bytes, size_t payload_bytes,
+// `frame_bytes` is the payload frame's size (kLentRefBytes for a lent payload).
+std::optional<std::string> validate_header(const void* header, size_t header_bytes, size_t frame_bytes,
                                            Header* decoded);
 bool checksum_matches(const Header& h, const void* payload, size_t payload_bytes, FloatScan* scan = nullptr);
 
@@ -115,5 +139,7 @@ std::optional<std::string> validate_message(const void* header, size_t header_by
                                             size_t payload_bytes, Header* decoded);
 
 std::string kind_name(uint16_t kind);
+// Kinds whose messages are chunks of a float vector (the only ones that may be lent).
+bool is_vector_kind(uint16_t kind);
 
 }  // namespace gossip::peer

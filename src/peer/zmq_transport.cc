@@ -2,6 +2,8 @@
 
 #include <malloc.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/uio.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <algorithm>
 #include <map>
+#include <random>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -60,10 +63,33 @@ struct ZmqTransport::Link {
   std::optional<zmq::socket_t> dealer;
   std::deque<OutMessage> pending;
   Clock::time_point first_wait{};
+  std::map<uint64_t, OutMessage> lent;  // single copy: chunks the neighbour has yet to copy, by token
+  uint64_t next_token = 1;
+  bool lend_refused = false;            // the neighbour could not read us: send over the socket
 };
 
+namespace {
+
+uint64_t random_cookie() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) ^ rd() ^ (uint64_t(::getpid()) << 17);
+}
+
+// Copies `bytes` from `address` in process `pid` into `dst`; an error text, or nullopt.
+std::optional<std::string> read_process_memory(uint64_t pid, uint64_t address, void* dst, size_t bytes) {
+  iovec local{dst, bytes};
+  iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(address)), bytes};
+  const ssize_t got = ::process_vm_readv(static_cast<pid_t>(pid), &local, 1, &remote, 1, 0);
+  if (got == static_cast<ssize_t>(bytes)) return std::nullopt;
+  if (got < 0) return std::string("process_vm_readv: ") + std::strerror(errno);
+  return "process_vm_readv copied " + std::to_string(got) + " of " + std::to_string(bytes) + " bytes";
+}
+
+}  // namespace
+
 ZmqTransport::ZmqTransport(ZmqTransportOptions options)
-    : options_(std::move(options)), context_(1), max_total_floats_(options_.max_total_floats), self_id_(options_.rank) {
+    : options_(std::move(options)), context_(1), max_total_floats_(options_.max_total_floats), self_id_(options_.rank),
+      cookie_(random_cookie()) {
   if (options_.rank < -1 || options_.rank >= static_cast<int>(options_.endpoints.size()) ||
       (options_.rank == -1 && options_.bind.empty()))
     throw Error("transport", "rank " + std::to_string(options_.rank) + " outside the peer list");
@@ -72,6 +98,9 @@ ZmqTransport::ZmqTransport(ZmqTransportOptions options)
     members_.push_back(static_cast<int>(i));
     if (i < options_.peer_public_keys.size()) keys_[static_cast<int>(i)] = options_.peer_public_keys[i];
   }
+  // Under Yama's ptrace_scope 1 only a process's ancestors may read its memory, and peers are
+  // siblings: let other processes of this user read ours (Yama 0's rule) so they can copy.
+  if (options_.single_copy) ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) throw Error("transport", std::string("eventfd: ") + std::strerror(errno));
   std::promise<std::string> bound;
@@ -183,6 +212,7 @@ TransportStats ZmqTransport::stats() const {
   TransportStats s;
   s.bytes_sent = bytes_sent_;
   s.bytes_received = bytes_received_;
+  s.bytes_lent = bytes_lent_;
   s.messages_dropped = dropped_;
   s.wait_seconds = wait_ns_ * 1e-9;
   return s;
@@ -286,6 +316,11 @@ bool ZmqTransport::flush(Link& link, int peer) {
   while (!link.pending.empty()) {
     OutMessage& m = link.pending.front();
     m.header.payload_bytes = static_cast<uint32_t>(m.bytes());
+    if (options_.single_copy && !link.lend_refused && is_vector_kind(m.header.kind) && m.header.payload_bytes > 0) {
+      if (!send_lent(link, m)) return false;
+      link.pending.pop_front();
+      continue;
+    }
     const void* data = m.data;
     // Holding (then dropping) our own reference around the checksum's read of the buffer puts
     // that read before the owner's release in the reference count's release sequence, so a
@@ -309,6 +344,146 @@ bool ZmqTransport::flush(Link& link, int peer) {
     reading.reset();
   }
   return true;
+}
+
+// Sends a reference to m's values instead of the values, and keeps m (its owner holds the buffer)
+// until the neighbour says it copied them. m's own header stays as it was, for a resend.
+bool ZmqTransport::send_lent(Link& link, OutMessage& m) {
+  Header h = m.header;
+  h.flags = kFlagLent;
+  LentRef ref;
+  ref.pid = static_cast<uint64_t>(::getpid());
+  ref.address = reinterpret_cast<uintptr_t>(m.data);
+  ref.token = link.next_token;
+  ref.cookie_address = reinterpret_cast<uintptr_t>(&cookie_);
+  ref.cookie = cookie_;
+  uint8_t frame[kLentRefBytes];
+  encode_lent_ref(ref, frame);
+  h.checksum = message_checksum(h, frame, kLentRefBytes);
+  uint8_t head[kHeaderBytes];
+  encode_header(h, head);
+  if (!link.dealer->send(zmq::const_buffer(head, kHeaderBytes), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
+    return false;
+  link.dealer->send(zmq::const_buffer(frame, kLentRefBytes), zmq::send_flags::none);
+  bytes_sent_ += kHeaderBytes + h.payload_bytes;  // the values do move (the reader copies them)
+  link.lent.emplace(link.next_token++, std::move(m));
+  return true;
+}
+
+// The values of a lent chunk from `sender`, copied out of its memory; null when they cannot be
+// (then the sender is told, and sends them again over the socket).
+std::shared_ptr<void> ZmqTransport::copy_lent(int sender, const Header& h, const LentRef& ref) {
+  if (unreadable_[sender]) return nullptr;
+  std::optional<std::string> problem;
+  if (!options_.single_copy) {
+    problem = "single_copy is off on this peer";
+  } else {
+    auto known = readable_.find(sender);
+    if (known == readable_.end() || known->second != std::make_pair(ref.pid, ref.cookie)) {
+      uint64_t cookie = 0;
+      problem = read_process_memory(ref.pid, ref.cookie_address, &cookie, sizeof(cookie));
+      if (!problem && cookie != ref.cookie)
+        problem = "pid " + std::to_string(ref.pid) + " here is another process: another host or pid namespace";
+      if (!problem) readable_[sender] = {ref.pid, ref.cookie};
+    }
+  }
+  std::shared_ptr<void> values;
+  if (!problem) {
+    values.reset(std::malloc(std::max<size_t>(h.payload_bytes, 1)), std::free);
+    if (!values) throw Error("peer " + std::to_string(rank()), "out of memory for a " + std::to_string(h.payload_bytes) + "-byte chunk");
+    problem = read_process_memory(ref.pid, ref.address, values.get(), h.payload_bytes);
+  }
+  if (!problem) return values;
+  unreadable_[sender] = true;
+  log("peer ", rank(), ": cannot copy peer ", sender, "'s values out of its memory (", *problem,
+      "): they come over the socket from now on");
+  return nullptr;
+}
+
+// Reads the lent-done answers waiting on a link's dealer (those sent back on our connection: see
+// answer_lent).
+void ZmqTransport::read_lent_done(Link& l, int peer) {
+  for (;;) {
+    zmq::message_t head;
+    if (!l.dealer->recv(head, zmq::recv_flags::dontwait)) return;
+    std::vector<zmq::message_t> rest;
+    while (l.dealer->get(zmq::sockopt::rcvmore)) {
+      rest.emplace_back();
+      (void)l.dealer->recv(rest.back(), zmq::recv_flags::none);
+    }
+    Header h;
+    std::optional<std::string> problem;
+    if (rest.size() != 1) problem = std::to_string(rest.size() + 1) + " frames (expected header + payload)";
+    else problem = validate_message(head.data(), head.size(), rest[0].data(), rest[0].size(), &h);
+    if (!problem && h.kind != static_cast<uint16_t>(MessageKind::kLentDone)) problem = "a " + kind_name(h.kind) + " message as an answer";
+    if (problem) {
+      ++dropped_;
+      log("peer ", rank(), ": dropped an answer from peer ", peer, ": ", *problem);
+      continue;
+    }
+    lent_done(l, peer, h);
+  }
+}
+
+// A neighbour copied (tag 0) or could not copy (tag 1) the chunk we lent it as token h.round.
+void ZmqTransport::lent_done(Link& l, int peer, const Header& h) {
+  auto it = l.lent.find(h.round);
+  if (it == l.lent.end()) {
+    // After a refusal every later token was already queued again; anything else is not ours.
+    if (!l.lend_refused) {
+      ++dropped_;
+      log("peer ", rank(), ": dropped a lent-done from peer ", peer, " for token ", h.round, ", never lent");
+    }
+    return;
+  }
+  if (h.tag == 0) {
+    bytes_lent_ += it->second.bytes();
+    l.lent.erase(it);  // releases the buffer
+    return;
+  }
+  // Refused: the reader refuses every later token too (in order), so all from this one on go
+  // again over the socket, ahead of anything not sent yet, keeping each vector's chunk order.
+  if (!l.lend_refused) log("peer ", rank(), ": peer ", peer, " cannot copy out of this peer's memory: sending it the values");
+  l.lend_refused = true;
+  std::deque<OutMessage> again;
+  for (auto j = it; j != l.lent.end(); j = l.lent.erase(j)) again.push_back(std::move(j->second));
+  l.pending.insert(l.pending.begin(), std::make_move_iterator(again.begin()), std::make_move_iterator(again.end()));
+}
+
+// Tells a lender that its chunk `token` was copied, or could not be (it then sends the values).
+// Through our own dealer to it, like any message (it lingers at shutdown, so an answer written
+// just before this peer stops still arrives); back on the connection the reference came on when
+// this peer does not know the lender's endpoint yet (a joiner before its welcome is read) or
+// `lender` is -1 (a dropped reference: whoever sent it, not the id it claims, gets the answer).
+void ZmqTransport::answer_lent(zmq::socket_t& router, const zmq::message_t& identity, int lender, uint64_t token,
+                               bool copied) {
+  OutMessage m;
+  m.header.kind = static_cast<uint16_t>(MessageKind::kLentDone);
+  m.header.sender = static_cast<uint32_t>(rank());
+  m.header.epoch = epoch_;
+  m.header.round = token;
+  m.header.tag = copied ? 0 : 1;
+  m.data = &kMagic;  // zero values; any valid pointer
+  bool known = false;
+  if (lender >= 0) {
+    std::lock_guard<std::mutex> lock(peers_mutex_);
+    known = endpoints_.count(lender) != 0;
+  }
+  if (lender >= 0 && suspected_[lender]) return;
+  // (An endpoint never published, as a rogue could name, would have the connect wait for it.)
+  if (known && rank() >= 0 && (links_[lender].dealer || !binds_any_port(endpoint_of_id(lender)))) {
+    links_[lender].pending.push_back(std::move(m));
+    return;
+  }
+  static const uint8_t kNoPayload = 0;
+  m.header.checksum = message_checksum(m.header, &kNoPayload, 0);
+  uint8_t head[kHeaderBytes];
+  encode_header(m.header, head);
+  // ROUTER drops what it cannot route (a lender that went away).
+  if (!router.send(zmq::const_buffer(identity.data(), identity.size()), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
+    return;
+  router.send(zmq::const_buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
+  router.send(zmq::const_buffer(&kNoPayload, 0), zmq::send_flags::none);
 }
 
 void ZmqTransport::receive_all(zmq::socket_t& router) {
@@ -357,17 +532,34 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
                     std::to_string(max_total_floats_.load()) + "): another model shape?";
         else if (h.kind == static_cast<uint16_t>(MessageKind::kSuspect))
           problem = "a suspicion note (never sent between peers)";
+        else if ((h.flags & kFlagLent) && h.payload_bytes > options_.max_chunk_bytes)
+          problem = "a lent chunk of " + std::to_string(h.payload_bytes) + " bytes (chunks are at most " +
+                    std::to_string(options_.max_chunk_bytes) + ")";
+        else if ((h.flags & kFlagLent) && !checksum_matches(h, frames[1].data(), frames[1].size()))
+          problem = "a lent chunk reference with a bad checksum";
+        else if (h.kind == static_cast<uint16_t>(MessageKind::kLentDone) && !checksum_matches(h, frames[1].data(), frames[1].size()))
+          problem = "a lent-done with a bad checksum";
       }
     }
     if (problem) {
       ++dropped_;
       if (drops_by_sender_[who]++ < kLoggedDropsPerSender)
         log("peer ", rank(), ": dropped a message from '", who, "': ", *problem);
+      // A dropped lent chunk is refused, so that its lender does not wait for it: it sends the
+      // values over the socket, to be judged (and dropped) like any other message.
+      if (frames.size() == 2 && frames[0].size() == kHeaderBytes && frames[1].size() == kLentRefBytes &&
+          (decode_header(static_cast<const uint8_t*>(frames[0].data())).flags & kFlagLent))
+        answer_lent(router, identity, -1, decode_lent_ref(static_cast<const uint8_t*>(frames[1].data())).token, false);
       continue;
     }
     const auto kind = static_cast<MessageKind>(h.kind);
     if (kind != MessageKind::kJoin) heard_[static_cast<int>(h.sender)] = Clock::now();
     if (kind == MessageKind::kHeartbeat) continue;
+    if (kind == MessageKind::kLentDone) {
+      auto link = links_.find(static_cast<int>(h.sender));
+      if (link != links_.end()) lent_done(link->second, link->first, h);  // else gone, and its lent chunks with it
+      continue;
+    }
     // A late proposal of a change that is over: neither queued nor allowed to interrupt (an
     // interrupt with nothing to agree on would abandon a collective for nothing).
     if (kind == MessageKind::kView && h.epoch < epoch_) {
@@ -394,7 +586,16 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
     in.header = h;
     in.count = h.payload_bytes / element_bytes(h.dtype);
     in.verified = false;  // the payload checksum is checked by the consumer (receive_vector)
-    if (reinterpret_cast<uintptr_t>(frames[1].data()) % alignof(float) == 0) {
+    if (h.flags & kFlagLent) {
+      const LentRef ref = decode_lent_ref(static_cast<const uint8_t*>(frames[1].data()));
+      std::shared_ptr<void> values = copy_lent(static_cast<int>(h.sender), h, ref);
+      answer_lent(router, identity, static_cast<int>(h.sender), ref.token, values != nullptr);
+      if (!values) continue;  // it comes again over the socket
+      in.header.flags = 0;
+      in.data = static_cast<const float*>(values.get());
+      in.owner = std::move(values);
+      in.verified = true;  // copied by the kernel from the sender's own buffer: no checksum to check
+    } else if (reinterpret_cast<uintptr_t>(frames[1].data()) % alignof(float) == 0) {
       auto payload = std::make_shared<zmq::message_t>(std::move(frames[1]));
       in.data = static_cast<const float*>(payload->data());
       in.owner = payload;
@@ -533,9 +734,10 @@ void ZmqTransport::comm_loop(zmq::socket_t& router, zmq::socket_t* zap) {
     items.push_back({zap ? zap->handle() : nullptr, zap ? 0 : -1, static_cast<short>(zap ? ZMQ_POLLIN : 0), 0});
     bool unconnected_backlog = false;
     for (auto& [id, link] : links_) {
-      if (link.pending.empty()) continue;
+      const short events = static_cast<short>((link.pending.empty() ? 0 : ZMQ_POLLOUT) | (link.lent.empty() ? 0 : ZMQ_POLLIN));
+      if (events == 0) continue;
       if (link.dealer) {
-        items.push_back({link.dealer->handle(), 0, ZMQ_POLLOUT, 0});
+        items.push_back({link.dealer->handle(), 0, events, 0});
       } else {
         unconnected_backlog = true;
       }
@@ -587,8 +789,11 @@ void ZmqTransport::comm_loop(zmq::socket_t& router, zmq::socket_t* zap) {
         std::erase_if(link.pending, [](const OutMessage& m) { return m.header.kind == static_cast<uint16_t>(MessageKind::kHeartbeat); });
     }
     bool all_sent = true;
-    for (auto& [id, link] : links_)
+    for (auto& [id, link] : links_) {
+      if (!link.lent.empty()) read_lent_done(link, id);
       if (!link.pending.empty()) all_sent &= flush(link, id);
+      all_sent &= link.lent.empty();  // a reader still to copy needs this process alive
+    }
     if (stop_) {
       if (stop_deadline == Clock::time_point{})
         stop_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.linger_s));

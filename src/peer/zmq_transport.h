@@ -30,7 +30,11 @@ struct ZmqTransportOptions {
   uint64_t max_total_floats = ~0ull;   // largest vector a message may belong to (model size + slack)
   size_t max_chunk_bytes = 1 << 20;    // larger payload frames are refused by ZeroMQ itself
   double connect_timeout_s = 60;       // how long to wait for a neighbour to publish its endpoint
-  double linger_s = 5;                 // at shutdown, how long unsent messages may still go out
+  double linger_s = 5;                 // at shutdown, how long unsent (or unread lent) messages may still go out
+  // Single-copy transfers (algorithm.single_copy, see LentRef in wire_format.h): vector chunks are
+  // lent to neighbours, which copy them out of this process's memory; and chunks lent to this
+  // peer are copied (off: refused, and the sender sends them again over the socket).
+  bool single_copy = false;
   // Elastic membership (gossip-peer): heartbeats, suspicions and membership interrupts. Off, the
   // transport is a plain fixed set of peers (benchmarks, tests of the data plane).
   bool elastic = false;
@@ -103,6 +107,11 @@ class ZmqTransport final : public Transport {
   void answer_control(zmq::socket_t& router, const zmq::message_t& identity, const Header& request,
                       const zmq::message_t& payload);
   bool flush(Link& link, int peer);
+  bool send_lent(Link& link, OutMessage& m);
+  std::shared_ptr<void> copy_lent(int sender, const Header& h, const LentRef& ref);
+  void answer_lent(zmq::socket_t& router, const zmq::message_t& identity, int lender, uint64_t token, bool copied);
+  void read_lent_done(Link& link, int peer);
+  void lent_done(Link& link, int peer, const Header& h);
   bool connect(Link& link, int peer);
   void wake();
 
@@ -116,7 +125,7 @@ class ZmqTransport final : public Transport {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> max_total_floats_;
   std::atomic<ControlHandler*> control_{nullptr};
-  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, dropped_{0};
+  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, bytes_lent_{0}, dropped_{0};
   std::atomic<int64_t> wait_ns_{0};
   std::map<std::string, int> drops_by_sender_;  // comm thread only: limits drop logging per sender
   std::atomic<int> self_id_;
@@ -142,6 +151,11 @@ class ZmqTransport final : public Transport {
   Clock::time_point last_beat_{};               // when the members last got a heartbeat
   uint64_t seen_members_version_ = ~0ull;
   std::vector<zmq::socket_t> join_dealers_;
+  // Single copy: a random value in this process's memory that a reader checks (LentRef::cookie);
+  // the cookie of each sender whose pid was checked, and the senders that cannot be read.
+  const uint64_t cookie_;
+  std::map<int, std::pair<uint64_t, uint64_t>> readable_;  // id → (pid, cookie) checked
+  std::map<int, bool> unreadable_;
   std::thread thread_;
 };
 

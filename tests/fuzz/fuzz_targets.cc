@@ -18,7 +18,10 @@ void fuzz_one(const uint8_t* data, size_t size) {
     auto problem = peer::validate_message(data + 1, head, data + 1 + head, size - 1 - head, &h);
     if (!problem) {
       // A message that passes must describe itself consistently.
-      if (h.payload_bytes != size - 1 - head || h.payload_bytes % peer::element_bytes(h.dtype) != 0 ||
+      const size_t frame = size - 1 - head;
+      const bool lent = (h.flags & peer::kFlagLent) != 0;
+      if ((lent ? frame != peer::kLentRefBytes || !peer::is_vector_kind(h.kind) : h.payload_bytes != frame) ||
+          h.payload_bytes % peer::element_bytes(h.dtype) != 0 ||
           h.offset + h.payload_bytes / peer::element_bytes(h.dtype) > h.total_floats)
         __builtin_trap();
     }
