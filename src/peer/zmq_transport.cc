@@ -471,7 +471,9 @@ void ZmqTransport::answer_lent(zmq::socket_t& router, const zmq::message_t& iden
   }
   if (lender >= 0 && suspected_[lender]) return;
   // (An endpoint never published, as a rogue could name, would have the connect wait for it.)
-  if (known && rank() >= 0 && (links_[lender].dealer || !binds_any_port(endpoint_of_id(lender)))) {
+  const auto link = links_.find(lender);
+  const bool connected = link != links_.end() && link->second.dealer;
+  if (known && rank() >= 0 && (connected || !binds_any_port(endpoint_of_id(lender)))) {
     links_[lender].pending.push_back(std::move(m));
     return;
   }
@@ -530,8 +532,6 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
         else if (h.total_floats > max_total_floats_)
           problem = "vector of " + std::to_string(h.total_floats) + " floats (this run's model has at most " +
                     std::to_string(max_total_floats_.load()) + "): another model shape?";
-        else if (h.kind == static_cast<uint16_t>(MessageKind::kSuspect))
-          problem = "a suspicion note (never sent between peers)";
         else if ((h.flags & kFlagLent) && h.payload_bytes > options_.max_chunk_bytes)
           problem = "a lent chunk of " + std::to_string(h.payload_bytes) + " bytes (chunks are at most " +
                     std::to_string(options_.max_chunk_bytes) + ")";
