@@ -96,6 +96,34 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"security: {keys: /tmp/k}\nalgorithm: {kind: gossip, single_copy: true}\n", "'algorithm.single_copy': not with security"},
         BadCase{"data: {dataset: synthetic, synthetic: {noise: loud}}\n", "data.synthetic.noise"}));
 
+// yaml-cpp keeps both entries of a duplicated key and its lookups see the first, so an override
+// appended at the end of a file would be ignored: refused, naming both lines.
+TEST(Config, DuplicateKeysNameBothLines) {
+  const std::string e = error_of("seed: 1\noptimizer:\n  lr: 0.1\n  batch: 32\n  lr: 0.5\n");
+  EXPECT_NE(e.find("test.yaml:5: duplicate key 'lr' (first at line 3)"), std::string::npos) << e;
+  const std::string top = error_of("seed: 1\nlog_every: 5\nseed: 2\n");
+  EXPECT_NE(top.find("test.yaml:3: duplicate key 'seed' (first at line 1)"), std::string::npos) << top;
+  const std::string listed = error_of("peers:\n  - {id: 0, endpoint: tcp://a:1, id: 0}\n");
+  EXPECT_NE(listed.find("test.yaml:2: duplicate key 'id'"), std::string::npos) << listed;
+}
+
+TEST(Config, NanAndInfinityAreNotNumbers) {
+  for (const char* bad : {".nan", ".NaN", ".inf", "-.inf"}) {
+    const std::string e = error_of(std::string("seed: 1\noptimizer: {lr: ") + bad + "}\n");
+    EXPECT_NE(e.find("test.yaml:2: field 'optimizer.lr': '" + std::string(bad) + "' is not a finite number"),
+              std::string::npos) << e;
+  }
+  const std::string e = error_of("algorithm: {kind: gossip, timeout_s: .inf}\n");
+  EXPECT_NE(e.find("algorithm.timeout_s"), std::string::npos) << e;
+}
+
+TEST(Config, AComplexKeyIsAnErrorWithItsLine) {
+  const std::string e = error_of("seed: 1\noptimizer:\n  ? {lr: 1}\n  : 2\n");
+  EXPECT_NE(e.find("test.yaml:3: a key must be a plain name"), std::string::npos) << e;
+  const std::string list = error_of("seed: 1\n[a, b]: 3\n");
+  EXPECT_NE(list.find("test.yaml:2:"), std::string::npos) << list;
+}
+
 TEST(Config, SingleCopyIsOffUnlessAsked) {
   EXPECT_FALSE(parse_config("algorithm: gossip", "t.yaml").algorithm.single_copy);
   EXPECT_TRUE(parse_config("algorithm: {kind: push_sum, single_copy: true}", "t.yaml").algorithm.single_copy);

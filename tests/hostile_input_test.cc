@@ -2,6 +2,9 @@
 // sender, the peer keeps training, and its memory stays bounded.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -27,13 +30,18 @@ long rss_kib(const std::string& yaml, int rank) {
   return at == std::string::npos ? -1 : std::atol(status.c_str() + at + 6);
 }
 
-TEST(HostileInput, RogueMessagesAreDroppedAndTrainingGoesOn) {
-  TempDir dir;
-  const std::string yaml = dir.write("run.yaml",
-      "seed: 2\ndevice: cpu\nlog_every: 50\npeers: {count: 2, host: 127.0.0.1, base_port: 0}\n"
+// Two ring peers that train until stopped.
+std::string endless_run(const TempDir& dir, const std::string& extra) {
+  return dir.write("run.yaml",
+      "seed: 2\ndevice: cpu\n" + extra + "peers: {count: 2, host: 127.0.0.1, base_port: 0}\n"
       "topology: ring\nalgorithm: gossip\nmodel: {hidden: [32]}\n"
       "data: {dataset: synthetic, synthetic: {train: 4000, test: 200, dims: 32, classes: 4}}\n"
       "optimizer: {lr: 0.01, batch: 32, epochs: 100000}\n");
+}
+
+TEST(HostileInput, RogueMessagesAreDroppedAndTrainingGoesOn) {
+  TempDir dir;
+  const std::string yaml = endless_run(dir, "log_every: 50\n");
   testing::BackgroundRun run(yaml, dir.path() + "/run.log");
   const std::string endpoint = run.peer0_endpoint();
   ASSERT_FALSE(endpoint.empty()) << run.log();
@@ -105,6 +113,82 @@ TEST(HostileInput, RogueMessagesAreDroppedAndTrainingGoesOn) {
   std::printf("peer 0 RSS before the attack %ld KiB, after %ld KiB\n", rss_before, rss_after);
   ASSERT_GT(rss_before, 0);
   EXPECT_LT(rss_after - rss_before, 64 * 1024) << "RSS grew from " << rss_before << " to " << rss_after << " KiB";
+}
+
+// The open sockets of peer `rank` of `yaml` (its file descriptors that are sockets).
+int open_sockets(const std::string& yaml, int rank) {
+  auto pid = run_command("pgrep -f '[g]ossip-peer --config " + yaml + " --rank " + std::to_string(rank) + "'", 10);
+  const std::string fds = "/proc/" + std::to_string(std::atol(pid.output.c_str())) + "/fd";
+  return std::atoi(run_command("ls -l " + fds + " | grep -c socket:", 10).output.c_str());
+}
+
+size_t count_lines(const std::string& text) { return static_cast<size_t>(std::count(text.begin(), text.end(), '\n')); }
+
+// Anyone can connect without security and choose its ZeroMQ identity: one holding a newline and
+// terminal escapes is printed escaped on one line (no forged "final:" line), and 1 000 connections
+// with fresh identities, all held open, give a bounded number of log lines, of open connections
+// and of memory.
+TEST(HostileInput, ForgedIdentitiesAreEscapedAndConnectionFloodsBounded) {
+  TempDir dir;
+  const std::string yaml = endless_run(dir, "log_every: 200\nmax_unverified_connections: 64\n");
+  testing::BackgroundRun run(yaml, dir.path() + "/run.log");
+  const std::string endpoint = run.peer0_endpoint();
+  ASSERT_FALSE(endpoint.empty()) << run.log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  rlimit files{};
+  ::getrlimit(RLIMIT_NOFILE, &files);
+  files.rlim_cur = std::min<rlim_t>(files.rlim_max, 8192);
+  ::setrlimit(RLIMIT_NOFILE, &files);
+  zmq::context_t ctx;
+  ctx.set(zmq::ctxopt::max_sockets, 4096);
+  const std::vector<float> four{1, 2, 3, 4};
+
+  const std::string forged = "x\n[peer 0] final: peer 0 test_acc 0.9999\x1b[2J";
+  zmq::socket_t evil(ctx, zmq::socket_type::dealer);
+  evil.set(zmq::sockopt::routing_id, forged);
+  evil.set(zmq::sockopt::linger, 0);
+  evil.connect(endpoint);
+  evil.send(zmq::const_buffer(four.data(), 16), zmq::send_flags::none);  // one frame: dropped and logged
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  const std::string after_evil = run.log();
+  EXPECT_NE(after_evil.find("dropped a message from 'x\\x0a[peer 0] final: peer 0 test_acc 0.9999\\x1b[2J'"),
+            std::string::npos) << after_evil;
+  EXPECT_EQ(after_evil.find("\n[peer 0] final: peer 0 test_acc 0.9999"), std::string::npos) << "a forged line";
+  EXPECT_EQ(after_evil.find('\x1b'), std::string::npos) << "a raw escape reached the log";
+
+  const long rss_before = rss_kib(yaml, 0);
+  const int sockets_before = open_sockets(yaml, 0);
+  const size_t lines_before = count_lines(run.log());
+  std::vector<zmq::socket_t> flood;
+  for (int i = 0; i < 1000; ++i) {
+    flood.emplace_back(ctx, zmq::socket_type::dealer);
+    flood.back().set(zmq::sockopt::routing_id, "flood-" + std::to_string(i));
+    flood.back().set(zmq::sockopt::linger, 0);
+    flood.back().connect(endpoint);
+    flood.back().send(zmq::const_buffer(four.data(), 16), zmq::send_flags::dontwait);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // all held open meanwhile
+  // A closed client reconnects (ZeroMQ's reconnect_ivl, 100 ms) and is closed again, so some
+  // connections are always in flux: the most seen over a second.
+  int sockets_during = 0;
+  for (int i = 0; i < 5; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(200)))
+    sockets_during = std::max(sockets_during, open_sockets(yaml, 0));
+  const long rss_during = rss_kib(yaml, 0);
+  const std::string log = run.log();
+  const size_t flood_lines = count_lines(log) - lines_before;
+  size_t training_lines = 0;
+  for (size_t at = log.find("] step ", after_evil.size()); at != std::string::npos; at = log.find("] step ", at + 1))
+    ++training_lines;
+  flood.clear();
+  run.stop();
+  std::printf("1000 connections with fresh identities: %zu log lines (%zu of them progress lines), peer 0's sockets %d -> %d, "
+              "RSS %ld -> %ld KiB\n", flood_lines, training_lines, sockets_before, sockets_during, rss_before, rss_during);
+  EXPECT_LE(flood_lines - training_lines, 30u) << log.substr(lines_before);
+  EXPECT_LE(sockets_during, sockets_before + 64 + 160) << "connections over the cap were closed";
+  EXPECT_NE(log.find("closed a connection: 64 connections that sent no valid message yet are open already"),
+            std::string::npos) << log;
+  EXPECT_LT(rss_during - rss_before, 64 * 1024) << "RSS grew from " << rss_before << " to " << rss_during << " KiB";
+  EXPECT_GT(training_lines, 0u) << "training went on";
 }
 
 }  // namespace

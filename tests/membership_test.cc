@@ -38,6 +38,61 @@ TEST(NextView, RemovesTheGoneAndAppendsJoinersInNonceOrder) {
   EXPECT_EQ(w.rank_of(1), -1);
 }
 
+View view_of(std::initializer_list<int> ids) {
+  View v;
+  for (int id : ids) v.members.push_back({id, "tcp://h:" + std::to_string(id), ""});
+  return v;
+}
+
+TEST(Quorum, AStrictMajorityGoesOnAndAMinorityIsCutOff) {
+  const View four = view_of({0, 1, 2, 3});
+  EXPECT_TRUE(keeps_quorum(four, {}, {}));
+  EXPECT_TRUE(keeps_quorum(four, {3}, {}));         // 3 of 4
+  EXPECT_FALSE(keeps_quorum(four, {0, 1, 2}, {}));  // 1 of 4: the stalled peer's own view
+  EXPECT_FALSE(keeps_quorum(four, {0, 2, 3}, {}));
+  const View five = view_of({2, 4, 5, 7, 9});
+  EXPECT_TRUE(keeps_quorum(five, {4, 9}, {}));   // 3 of 5
+  EXPECT_FALSE(keeps_quorum(five, {2, 5, 7}, {}));  // 2 of 5
+}
+
+TEST(Quorum, AtExactlyHalfTheHalfWithTheLowestIdGoesOn) {
+  const View four = view_of({0, 1, 2, 3});
+  EXPECT_TRUE(keeps_quorum(four, {2, 3}, {}));   // {0, 1} holds id 0
+  EXPECT_FALSE(keeps_quorum(four, {0, 1}, {}));  // {2, 3} does not
+  EXPECT_TRUE(keeps_quorum(four, {1, 2}, {}));   // {0, 3}
+  EXPECT_FALSE(keeps_quorum(four, {0, 3}, {}));  // {1, 2}
+  // Each split of a view in two: exactly one side keeps the quorum.
+  const View six = view_of({3, 5, 6, 8, 10, 11});
+  for (int mask = 0; mask < 64; ++mask) {
+    std::set<int> a, b;
+    for (int i = 0; i < 6; ++i) (mask >> i & 1 ? a : b).insert(six.members[i].id);
+    EXPECT_NE(keeps_quorum(six, a, {}), keeps_quorum(six, b, {})) << "split " << mask;
+  }
+}
+
+TEST(Quorum, MembersThatLeftOnTheirOwnTakeNoSide) {
+  const View four = view_of({0, 1, 2, 3});
+  EXPECT_TRUE(keeps_quorum(four, {1, 2, 3}, {1, 2, 3}));  // the others left gracefully
+  EXPECT_TRUE(keeps_quorum(four, {2, 3}, {3}));           // 2 of the 3 that take sides
+  EXPECT_FALSE(keeps_quorum(four, {0, 1, 3}, {3}));       // 1 of 3
+  const View two = view_of({0, 1});
+  EXPECT_TRUE(keeps_quorum(two, {0}, {0}));   // 0 left: 1 goes on alone
+  EXPECT_FALSE(keeps_quorum(two, {0}, {}));   // 0 fell silent: 1 cannot tell a crash from a partition
+  EXPECT_TRUE(keeps_quorum(two, {1}, {}));    // 1 fell silent: 0 holds the lowest id
+}
+
+TEST(ViewText, AJoinSeenAtSeveralMembersIsWelcomedByTheLowestId) {
+  std::map<uint64_t, JoinRequest> joins{{9, {9, "tcp://127.0.0.1:5000", 3, ""}}};
+  ViewProposal p;
+  p.joins = {9};
+  std::map<uint64_t, JoinRequest> from_one{{9, {9, "tcp://127.0.0.1:5000", 1, ""}}};
+  ASSERT_TRUE(parse_proposal(proposal_text(p, from_one), &joins));
+  EXPECT_EQ(joins.at(9).via, 1);
+  std::map<uint64_t, JoinRequest> from_five{{9, {9, "tcp://127.0.0.1:5000", 5, ""}}};
+  ASSERT_TRUE(parse_proposal(proposal_text(p, from_five), &joins));
+  EXPECT_EQ(joins.at(9).via, 1);
+}
+
 TEST(ViewText, ProposalsRoundTripAndMalformedOnesAreRefused) {
   std::map<uint64_t, JoinRequest> joins{{7, {7, "tcp://127.0.0.1:5000", 2, "KEY"}}};
   ViewProposal p;
@@ -96,15 +151,6 @@ void start_joiner(const TempDir& dir, const std::string& yaml_path, const std::s
   ASSERT_EQ(std::system(cmd.c_str()), 0);
 }
 
-std::string wait_for_file_text(const std::string& path, const std::string& text, int limit_s) {
-  for (int i = 0; i < limit_s * 10; ++i) {
-    const std::string t = read_file(path);
-    if (t.find(text) != std::string::npos) return t;
-    ::usleep(100000);
-  }
-  return read_file(path);
-}
-
 std::string endpoint_of_rank(const std::string& log, int rank) {
   std::smatch m;
   const std::regex re("\\[peer " + std::to_string(rank) + R"(\] bound (tcp://[0-9.:]+))");
@@ -126,13 +172,13 @@ TEST(Elastic, TwoPeersJoinARunningRingOfFour) {
   testing::BackgroundRun run(y, dir.path() + "/run.log");
   const std::string contact0 = run.peer0_endpoint();
   ASSERT_FALSE(contact0.empty()) << run.log();
-  wait_for_file_text(dir.path() + "/run.log", "step 100/", 60);
+  testing::wait_for_text(dir.path() + "/run.log", "step 100/", 60);
   start_joiner(dir, y, contact0, "join-a");
-  const std::string a = wait_for_file_text(dir.path() + "/join-a.log", "joined as peer", 60);
+  const std::string a = testing::wait_for_text(dir.path() + "/join-a.log", "joined as peer", 60);
   start_joiner(dir, y, endpoint_of_rank(run.log(), 3), "join-b");
   const std::string out = wait_for_end(dir.path() + "/run.log", 150);
-  const std::string ja = wait_for_file_text(dir.path() + "/join-a.log", "final:", 60);
-  const std::string jb = wait_for_file_text(dir.path() + "/join-b.log", "final:", 60);
+  const std::string ja = testing::wait_for_text(dir.path() + "/join-a.log", "final:", 60);
+  const std::string jb = testing::wait_for_text(dir.path() + "/join-b.log", "final:", 60);
   ASSERT_NE(out.find("4 of 4 peers succeeded"), std::string::npos) << out << ja << jb;
   std::vector<double> acc = averaged(out + ja + jb);
   ASSERT_EQ(acc.size(), 6u) << out << ja << jb;
@@ -158,12 +204,12 @@ TEST(Elastic, TwoConcurrentJoinsThroughDifferentMembers) {
   const std::string y = dir.write("four.yaml", yaml(4, 30));
   testing::BackgroundRun run(y, dir.path() + "/run.log");
   ASSERT_FALSE(run.peer0_endpoint().empty()) << run.log();
-  wait_for_file_text(dir.path() + "/run.log", "step 100/", 60);
+  testing::wait_for_text(dir.path() + "/run.log", "step 100/", 60);
   start_joiner(dir, y, endpoint_of_rank(run.log(), 1), "join-a");
   start_joiner(dir, y, endpoint_of_rank(run.log(), 2), "join-b");
   const std::string out = wait_for_end(dir.path() + "/run.log", 150);
-  const std::string ja = wait_for_file_text(dir.path() + "/join-a.log", "final:", 60);
-  const std::string jb = wait_for_file_text(dir.path() + "/join-b.log", "final:", 60);
+  const std::string ja = testing::wait_for_text(dir.path() + "/join-a.log", "final:", 60);
+  const std::string jb = testing::wait_for_text(dir.path() + "/join-b.log", "final:", 60);
   ASSERT_NE(out.find("4 of 4 peers succeeded"), std::string::npos) << out << ja << jb;
   EXPECT_EQ(averaged(out + ja + jb).size(), 6u) << out << ja << jb;
   // The last view every original member reached has 6 members.
@@ -181,9 +227,9 @@ TEST(Elastic, CrashOfOneOfSixThenAGracefulLeave) {
   const std::string y = dir.write("six.yaml", yaml(6, 40));
   testing::BackgroundRun run(y, dir.path() + "/run.log");
   ASSERT_FALSE(run.peer0_endpoint().empty()) << run.log();
-  wait_for_file_text(dir.path() + "/run.log", "step 100/", 60);
+  testing::wait_for_text(dir.path() + "/run.log", "step 100/", 60);
   run_command("pkill -KILL -f '[g]ossip-peer --config " + y + " --rank 2 '", 10);
-  wait_for_file_text(dir.path() + "/run.log", "gone: 2,", 30);
+  testing::wait_for_text(dir.path() + "/run.log", "gone: 2,", 30);
   run_command("pkill -TERM -f '[g]ossip-peer --config " + y + " --rank 4 '", 10);
   const std::string out = wait_for_end(dir.path() + "/run.log", 150);
   EXPECT_NE(out.find("5 of 6 peers succeeded"), std::string::npos) << out;
@@ -211,12 +257,12 @@ TEST(Elastic, PushSumSurvivesAJoinAndACrash) {
                                                   "overlap: true, single_copy: true, "));
   testing::BackgroundRun run(y, dir.path() + "/run.log");
   ASSERT_FALSE(run.peer0_endpoint().empty()) << run.log();
-  wait_for_file_text(dir.path() + "/run.log", "step 100/", 60);
+  testing::wait_for_text(dir.path() + "/run.log", "step 100/", 60);
   start_joiner(dir, y, endpoint_of_rank(run.log(), 0), "join");
-  wait_for_file_text(dir.path() + "/join.log", "joined as peer", 60);
+  testing::wait_for_text(dir.path() + "/join.log", "joined as peer", 60);
   run_command("pkill -KILL -f '[g]ossip-peer --config " + y + " --rank 3 '", 10);
   const std::string out = wait_for_end(dir.path() + "/run.log", 150);
-  const std::string j = wait_for_file_text(dir.path() + "/join.log", "final:", 60);
+  const std::string j = testing::wait_for_text(dir.path() + "/join.log", "final:", 60);
   EXPECT_NE(out.find("4 of 5 peers succeeded"), std::string::npos) << out << j;
   EXPECT_NE(out.find("6 members (gone: none, joined: 1)"), std::string::npos) << out;
   EXPECT_NE(out.find("5 members (gone: 3, joined: 0)"), std::string::npos) << out;

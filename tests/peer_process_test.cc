@@ -2,6 +2,7 @@
 // rendezvous directory), started by gossip-launch, for every algorithm.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <map>
 #include <sys/stat.h>
@@ -224,6 +225,44 @@ TEST(Launcher, BadConfigIsExitCodeTwoNamingTheFile) {
   auto r = launch(dir, "peers: {count: 2}\ntopology: hypercube\n");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("run.yaml:2"), std::string::npos) << r.output;
+}
+
+// Duplicate key, NaN value, complex key: one "file:line" error and exit code 2, from the peer and
+// from the launcher alike.
+TEST(PeerProcesses, YamlEdgeCasesAreExitCodeTwoWithFileAndLine) {
+  TempDir dir;
+  const std::vector<std::array<std::string, 3>> cases = {
+      {"dup.yaml", "seed: 1\noptimizer: {lr: 0.1}\noptimizer: {lr: 0.5}\n",
+       "dup.yaml:3: duplicate key 'optimizer' (first at line 2)"},
+      {"nan.yaml", "seed: 1\noptimizer: {lr: .nan}\n", "nan.yaml:2: field 'optimizer.lr': '.nan' is not a finite number"},
+      {"complex.yaml", "seed: 1\nmodel:\n  ? [a]\n  : 1\n", "complex.yaml:3: a key must be a plain name"}};
+  for (const auto& [name, text, message] : cases) {
+    const std::string path = dir.write(name, text);
+    for (const std::string& tool : {testing::bin("gossip-peer") + " --config ", testing::bin("gossip-launch") + " "}) {
+      auto r = run_command(tool + path, 30);
+      EXPECT_EQ(r.exit_code, 2) << r.output;
+      EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+    }
+  }
+}
+
+// Every peer exits 0, but they do not hold one model: a wrapper runs ranks 0-2 as a run of three
+// and rank 3 alone. The launcher says the run split and exits non-zero.
+TEST(Launcher, PeersEndingWithDifferentModelsFailTheRun) {
+  TempDir dir;
+  const std::string optimizer = "{lr: 0.05, batch: 32, epochs: 1}";
+  const std::string alone = dir.write("alone.yaml", config(1, "ring", "none", "", optimizer));
+  const std::string three = dir.write("three.yaml", config(3, "ring", "gossip", "", optimizer));
+  const std::string wrapper = dir.write(
+      "peer.sh", "#!/bin/sh\n[ \"$4\" = 3 ] && exec " + testing::bin("gossip-peer") + " --config " + alone + "\nshift 2\nexec " +
+                     testing::bin("gossip-peer") + " --config " + three + " \"$@\"\n");
+  ::chmod(wrapper.c_str(), 0755);
+  auto r = run_command(testing::bin("gossip-launch") + " " + dir.write("run.yaml", config(4, "ring", "gossip", "", optimizer)) +
+                           " --peer " + wrapper,
+                       60);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("gossip-launch: 4 of 4 peers succeeded, 2 distinct final models: the run split"),
+            std::string::npos) << r.output;
 }
 
 // One failing peer: the launcher stops the others at once and exits non-zero.

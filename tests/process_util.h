@@ -105,6 +105,16 @@ class BackgroundRun {
   bool started_ = false;
 };
 
+// The text of `path` once it holds `text` (or after `limit_s`, whatever it holds then).
+inline std::string wait_for_text(const std::string& path, const std::string& text, int limit_s) {
+  for (int i = 0; i < limit_s * 10; ++i) {
+    const std::string t = read_file(path);
+    if (t.find(text) != std::string::npos) return t;
+    ::usleep(100000);
+  }
+  return read_file(path);
+}
+
 // All numbers captured by `pattern`'s first group, in order of appearance.
 inline std::vector<double> capture_all(const std::string& text, const std::string& pattern) {
   std::vector<double> out;

@@ -20,6 +20,7 @@
 #include "common/error.h"
 #include "common/flags.h"
 #include "peer/config.h"
+#include "peer/rendezvous.h"
 #include "peer/control.h"
 #include "peer/control_client.h"
 #include "peer/curve_keys.h"
@@ -229,8 +230,13 @@ int run(int argc, char** argv) {
       std::string ep = p.endpoint;
       if (peer::binds_any_port(ep)) {
         if (!flags.has("rendezvous")) throw Error(cfg.file, "peers bind port 0: give --rendezvous DIR or --peer");
-        std::ifstream in(flags.get_string("rendezvous") + "/peer-" + std::to_string(p.id));
-        if (!(in >> ep)) throw Error(flags.get_string("rendezvous"), "peer " + std::to_string(p.id) + " has not published its endpoint");
+        std::string stale;
+        const std::optional<std::string> published =
+            peer::read_published(flags.get_string("rendezvous"), p.id, peer::run_id_from_environment(), &stale);
+        if (!published)
+          throw Error(flags.get_string("rendezvous"), "peer " + std::to_string(p.id) + " has not published its endpoint" +
+                                                          (stale.empty() ? "" : " (" + stale + ")"));
+        ep = *published;
       }
       members.push_back(ep);
     }

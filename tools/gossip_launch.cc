@@ -10,7 +10,10 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <filesystem>
+#include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +35,8 @@ struct Child {
   std::string partial;
   bool running = true;
   int status = 0;
+  std::string params_crc;  // from its "final:" line: identifies its final model
+  bool left = false;       // it left the run on its own (its model is its own by design)
 };
 
 std::string self_dir() {
@@ -51,6 +56,11 @@ void emit(Child& c, const char* data, size_t n) {
     // The peer already prefixes its log lines; add the prefix only to lines that lack it.
     const std::string prefix = "[peer " + std::to_string(c.rank) + "] ";
     if (line.rfind(prefix, 0) != 0) line = prefix + line;
+    const size_t final_at = line.find("] final: ");
+    const size_t crc_at = line.find(" params_crc ");
+    if (final_at != std::string::npos && crc_at != std::string::npos)
+      c.params_crc = line.substr(crc_at + 12, line.find(' ', crc_at + 12) - crc_at - 12);
+    if (line.find(" (leaving the run)") != std::string::npos) c.left = true;
     std::fprintf(stdout, "%s\n", line.c_str());
   }
   std::fflush(stdout);
@@ -82,6 +92,15 @@ int run(int argc, char** argv) {
     char tmpl[] = "/tmp/gossip-rendezvous-XXXXXX";
     if (!::mkdtemp(tmpl)) throw gossip::Error("gossip-launch", std::string("mkdtemp: ") + std::strerror(errno));
     rendezvous = tmpl;
+  }
+
+  // One id for this run's peers: their rendezvous files name it, so files an earlier run left in
+  // a reused directory are never taken for this run's (see peer/rendezvous.h).
+  if (!std::getenv("GOSSIP_RUN_ID")) {
+    std::random_device rd;
+    char id[32];
+    std::snprintf(id, sizeof(id), "launch-%08x%08x", rd(), rd());
+    ::setenv("GOSSIP_RUN_ID", id, 1);
   }
 
   struct sigaction sa {};
@@ -174,7 +193,8 @@ int run(int argc, char** argv) {
           ++failed;
           std::printf("gossip-launch: peer %d failed (%s %d)\n", c.rank, WIFEXITED(c.status) ? "exit code" : "signal",
                       WIFEXITED(c.status) ? WEXITSTATUS(c.status) : WTERMSIG(c.status));
-          if (!stopping && WIFEXITED(c.status)) {
+          // Cut off from the run (kExitCutOff): like a crash, the others carry on without it.
+          if (!stopping && WIFEXITED(c.status) && WEXITSTATUS(c.status) != gossip::kExitCutOff) {
             std::printf("gossip-launch: stopping the other peers\n");
             stop_all(SIGTERM);
             stopping = true;
@@ -190,8 +210,21 @@ int run(int argc, char** argv) {
       if (!(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) ++failed;
     }
   if (!rendezvous.empty()) fs::remove_all(rendezvous);
-  std::printf("gossip-launch: %d of %d peers succeeded\n", n - failed, n);
-  return failed ? 1 : 0;
+  // One run, one model: the peers that finished (not those that left on their own) must all hold
+  // the same final model, whatever the algorithm that mixes them.
+  std::set<std::string> models;
+  int cut_off = 0;
+  for (const auto& c : children) {
+    const bool ok = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
+    cut_off += WIFEXITED(c.status) && WEXITSTATUS(c.status) == gossip::kExitCutOff;
+    if (ok && !c.left && !c.params_crc.empty()) models.insert(c.params_crc);
+  }
+  const bool one_model_expected = cfg.algorithm.kind != gossip::peer::Algorithm::kNone;
+  std::string tail = ", " + std::to_string(models.size()) + " distinct final model" + (models.size() == 1 ? "" : "s");
+  if (cut_off) tail += " (" + std::to_string(cut_off) + " cut off from the run)";
+  if (models.size() > 1 && one_model_expected) tail += ": the run split";
+  std::printf("gossip-launch: %d of %d peers succeeded%s\n", n - failed, n, tail.c_str());
+  return failed || (models.size() > 1 && one_model_expected) ? 1 : 0;
 }
 
 }  // namespace

@@ -7,6 +7,10 @@ Error::Error(const std::string& where, const std::string& what)
 
 Error::Error(const std::string& what) : std::runtime_error(what) {}
 
+Error::Error(const std::string& where, const std::string& what, int exit_code) : Error(where, what) {
+  exit_code_ = exit_code;
+}
+
 }  // namespace gossip
 
 #include <cstdio>
@@ -18,7 +22,7 @@ int guarded_main(int argc, char** argv, int (*body)(int, char**)) {
     return body(argc, argv);
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return kExitUsage;
+    return e.exit_code();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -7,6 +7,13 @@
 
 namespace gossip {
 
+// Exit code for bad user input (config, flags), as in sysexits' spirit: 2 = usage error.
+inline constexpr int kExitUsage = 2;
+// Exit code of a peer cut off from its run (its side of a partition lost, or the others removed
+// it while it was stalled, and no member took it back): gossip-launch counts it as failed but,
+// as for a crash, lets the others go on.
+inline constexpr int kExitCutOff = 75;  // sysexits EX_TEMPFAIL: try again (the run may take it back)
+
 class Error : public std::runtime_error {
  public:
   // `where` names the place (e.g. "configs/ring4.yaml:12 field 'topology'"), `what` the problem.
@@ -14,20 +21,23 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what);
 
   const std::string& where() const { return where_; }
+  int exit_code() const { return exit_code_; }  // what guarded_main exits with
+
+ protected:
+  Error(const std::string& where, const std::string& what, int exit_code);
 
  private:
   std::string where_;
+  int exit_code_ = kExitUsage;
 };
-
-// Exit code for bad user input (config, flags), as in sysexits' spirit: 2 = usage error.
-inline constexpr int kExitUsage = 2;
 
 }  // namespace gossip
 
 namespace gossip {
 
 // main() of every program: runs body and turns escaping exceptions into one "error: ..." line on
-// stderr, exit code kExitUsage for gossip::Error (bad input) and 1 for anything else.
+// stderr, exit code Error::exit_code() for gossip::Error (kExitUsage unless it says otherwise)
+// and 1 for anything else.
 int guarded_main(int argc, char** argv, int (*body)(int, char**));
 
 }  // namespace gossip

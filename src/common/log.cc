@@ -1,5 +1,6 @@
 #include "common/log.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 
@@ -24,6 +25,31 @@ void log_line(const std::string& line) {
   std::lock_guard<std::mutex> lock(log_mutex());
   std::fprintf(stderr, "%s%s\n", log_prefix().c_str(), line.c_str());
   std::fflush(stderr);
+}
+
+}  // namespace gossip
+
+namespace gossip {
+
+std::string escape_for_log(const std::string& bytes, size_t max_bytes) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  const size_t shown = std::min(bytes.size(), max_bytes);
+  out.reserve(shown + 16);
+  for (size_t i = 0; i < shown; ++i) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  if (shown < bytes.size()) out += "...(" + std::to_string(bytes.size() - shown) + " more bytes)";
+  return out;
 }
 
 }  // namespace gossip

@@ -10,6 +10,12 @@ namespace gossip {
 void set_log_prefix(const std::string& prefix);
 void log_line(const std::string& line);
 
+// Bytes that came from outside (a ZeroMQ identity, an endpoint in a message, a file) made safe to
+// print: printable ASCII stays, a backslash and every other byte become \\ and \xNN (so no
+// newline, carriage return or terminal escape reaches the log), and past `max_bytes` input bytes
+// the rest is cut, saying how much was left out.
+std::string escape_for_log(const std::string& bytes, size_t max_bytes = 64);
+
 // log("step ", s, " loss ", l) — concatenates its arguments with operator<<.
 template <typename... Args>
 void log(const Args&... args) {

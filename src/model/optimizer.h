@@ -17,6 +17,7 @@ class Sgd {
   Sgd(Mlp& model, OptimizerConfig config);
   void step(double lr);  // applies model.grads() to model.params()
   float* velocity() { return velocity_.get(); }
+  void reset();  // zero momentum (a peer that starts again from another's model)
 
  private:
   Mlp* model_;  // owned by the trainer, outlives the optimizer

@@ -2,7 +2,9 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -62,6 +64,7 @@ class MapReader {
   template <typename T>
   void read_number(const std::string& key, T& out, double min, double max) {
     read(key, out, "a number");
+    if (has(key) && !std::isfinite(static_cast<double>(out))) fail(get(key), "'" + get(key).Scalar() + "' is not a finite number", key);
     if (has(key) && (static_cast<double>(out) < min || static_cast<double>(out) > max)) {
       std::ostringstream msg;
       msg << "value " << out << " is outside [" << min << ", " << max << "]";
@@ -83,6 +86,27 @@ class MapReader {
   std::string path_;
   std::set<std::string> used_;
 };
+
+// yaml-cpp keeps both entries of a duplicated key (lookups see the first), and a key may be a
+// mapping or a list: both are refused here, before anything is read, naming the lines.
+void check_keys(const YAML::Node& node, const std::string& file) {
+  if (node.IsSequence()) {
+    for (const YAML::Node& item : node) check_keys(item, file);
+    return;
+  }
+  if (!node.IsMap()) return;
+  std::map<std::string, int> seen;  // key → line (1-based)
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const int line = it->first.Mark().line + 1;
+    if (!it->first.IsScalar())
+      throw Error(file + ":" + std::to_string(line), "a key must be a plain name, not a mapping or a list");
+    auto [first, added] = seen.emplace(it->first.Scalar(), line);
+    if (!added)
+      throw Error(file + ":" + std::to_string(line), "duplicate key '" + it->first.Scalar() + "' (first at line " +
+                                                         std::to_string(first->second) + ")");
+    check_keys(it->second, file);
+  }
+}
 
 void parse_peers(MapReader& top, RunConfig& cfg) {
   if (!top.has("peers")) {
@@ -304,6 +328,8 @@ void parse_train(MapReader& top, RunConfig& cfg) {
   o.finish();
 }
 
+RunConfig parse_config_unguarded(const std::string& yaml_text, const std::string& file_name);
+
 }  // namespace
 
 bool binds_any_port(const std::string& ep) {
@@ -322,13 +348,22 @@ std::string algorithm_name(Algorithm a) {
 }
 
 RunConfig parse_config(const std::string& yaml_text, const std::string& file_name) {
-  YAML::Node root;
+  // Whatever yaml-cpp throws (a parse error, a conversion the readers did not foresee) becomes an
+  // Error naming the file and line.
   try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::ParserException& e) {
-    throw Error(file_name + ":" + std::to_string(e.mark.line + 1), "malformed YAML: " + e.msg);
+    return parse_config_unguarded(yaml_text, file_name);
+  } catch (const YAML::Exception& e) {
+    const std::string where = e.mark.is_null() ? file_name : file_name + ":" + std::to_string(e.mark.line + 1);
+    throw Error(where, (dynamic_cast<const YAML::ParserException*>(&e) ? "malformed YAML: " : "") + e.msg);
   }
+}
+
+namespace {
+
+RunConfig parse_config_unguarded(const std::string& yaml_text, const std::string& file_name) {
+  const YAML::Node root = YAML::Load(yaml_text);
   if (!root.IsDefined() || root.IsNull()) throw Error(file_name, "empty configuration");
+  check_keys(root, file_name);
   RunConfig cfg;
   cfg.file = file_name;
   MapReader top(root, file_name, "");
@@ -339,6 +374,7 @@ RunConfig parse_config(const std::string& yaml_text, const std::string& file_nam
   top.read_number("eval_every", cfg.eval_every, 0, 1e9);
   top.read_string("init", cfg.init, {"same", "per_rank"});
   top.read_number("threads", cfg.threads, 0, 1024);
+  top.read_number("max_unverified_connections", cfg.max_unverified_connections, 0, 1 << 20);
   if (top.has("security")) {
     MapReader sec(top.get("security"), file_name, "security");
     if (!sec.has("keys")) sec.fail(top.get("security"), "missing field 'keys' (a directory made by gossip-keygen)");
@@ -377,6 +413,8 @@ RunConfig parse_config(const std::string& yaml_text, const std::string& file_nam
                                " is only column-stochastic; use algorithm push_sum with it");
   return cfg;
 }
+
+}  // namespace
 
 RunConfig load_config(const std::string& path) {
   std::ifstream in(path);

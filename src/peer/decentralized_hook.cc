@@ -136,6 +136,10 @@ void DecentralizedHook::after_step(int64_t step, model::Mlp& model) {
 void DecentralizedHook::change_view(int64_t round, model::Mlp& model) {
   std::optional<ViewChange> change = membership_->agree(round);
   if (!change) return;
+  if (change->cut_off) {
+    rejoin(*change->cut_off, model);
+    return;
+  }
   resume_round_ = std::max(resume_round_, change->resume_round);
   reshard_ = true;
   allreduce_ = RingAllReduce(*t_, static_cast<size_t>(algo_.chunk_bytes) / sizeof(float), algo_.timeout_s);
@@ -156,6 +160,30 @@ void DecentralizedHook::change_view(int64_t round, model::Mlp& model) {
     send_vector(*t_, rank, {MessageKind::kModel, static_cast<uint64_t>(change->resume_round), 0}, copy->data(), copy,
                 0, floats_, floats_, 0, static_cast<size_t>(algo_.chunk_bytes) / sizeof(float));
   }
+}
+
+// Cut off: stop mixing, ask the run to take this peer back, and start again from the contact's
+// model at the round the welcome names, as a joiner does (the trainer jumps there).
+void DecentralizedHook::rejoin(const std::string& why, model::Mlp& model) {
+  const Welcome w = membership_->rejoin(why);
+  if (w.round >= total_steps_) throw CutOff("peer " + std::to_string(w.id), why + "; the run has ended");
+  allreduce_ = RingAllReduce(*t_, static_cast<size_t>(algo_.chunk_bytes) / sizeof(float), algo_.timeout_s);
+  if (push_sum_ && push_sum_started_) push_sum_->drain_discard();
+  membership_->suspend_interrupts(true);
+  receive_start_model(model, w.view.rank_of(w.contact_id), w.round);
+  membership_->suspend_interrupts(false);
+  if (push_sum_ && push_sum_started_) push_sum_->init(host_params(model));
+  resume_round_ = w.round;
+  rejoined_at_ = w.round;
+  reshard_ = true;
+  if (control_) control_->set_view(t_->rank(), t_->size(), w.view.epoch);
+}
+
+bool DecentralizedHook::rejoined(int64_t* next_step) {
+  if (!rejoined_at_) return false;
+  *next_step = *rejoined_at_;
+  rejoined_at_.reset();
+  return true;
 }
 
 void DecentralizedHook::receive_start_model(model::Mlp& model, int contact_rank, int64_t round) {
@@ -271,6 +299,13 @@ int64_t DecentralizedHook::agree_min(int64_t value) {
   int64_t m = static_cast<int64_t>(v[0]) - 1;
   for (float f : v) m = std::min(m, static_cast<int64_t>(f) - 1);
   return m;
+}
+
+std::string DecentralizedHook::membership_problem() {
+  if (!membership_) return "a membership change";
+  const std::string silent = membership_->describe_suspects();
+  return silent.empty() ? "a membership change (a join, a leave or a view-change proposal)"
+                        : silent + " went silent (suspected dead)";
 }
 
 }  // namespace gossip::peer

@@ -40,6 +40,7 @@ class DecentralizedHook final : public StepHook {
   bool finish(model::Mlp& model) override;
   bool view_changed(int* rank, int* n) override;
   bool stop_requested() override { return left_; }
+  bool rejoined(int64_t* next_step) override;
   uint32_t membership_epoch() override { return t_->epoch(); }
   // Graceful leave: at the next step this peer tells the others and stops (any thread may set it).
   void set_leave_flag(const std::atomic<bool>* flag) { leave_flag_ = flag; }
@@ -59,6 +60,8 @@ class DecentralizedHook final : public StepHook {
   // Collective: the smallest of every peer's `value` (−1 ≤ value < 2^24), e.g. the newest
   // checkpoint step that every peer has.
   int64_t agree_min(int64_t value);
+  // What interrupted a collective outside training (e.g. "peer 2 (tcp://…) was suspected dead").
+  std::string membership_problem();
 
  private:
   float* host_params(model::Mlp& model);     // the model's buffer on the host (downloads for CUDA)
@@ -68,6 +71,8 @@ class DecentralizedHook final : public StepHook {
   // Runs a view change (`round`: the next round this peer would communicate in) and adapts the
   // algorithms to the new view.
   void change_view(int64_t round, model::Mlp& model);
+  // This peer was cut off (`why`): rejoins the run and takes its contact's model.
+  void rejoin(const std::string& why, model::Mlp& model);
   // Runs `f`; when a membership change interrupts it, takes part in the change and returns false.
   template <class F>
   bool guarded(int64_t round, model::Mlp& model, F&& f);
@@ -88,6 +93,7 @@ class DecentralizedHook final : public StepHook {
   const std::atomic<bool>* leave_flag_ = nullptr;
   bool left_ = false;
   int64_t resume_round_ = 0;  // rounds before it are trained locally (a view change skipped them)
+  std::optional<int64_t> rejoined_at_;  // set by a rejoin: the step the trainer continues at
   int64_t total_steps_ = 0;
   bool reshard_ = false;
   std::vector<float> host_;      // host copy of the parameters for device backends

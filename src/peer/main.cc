@@ -21,6 +21,7 @@
 #include "peer/decentralized_hook.h"
 #include "peer/membership.h"
 #include "peer/metrics_server.h"
+#include "peer/rendezvous.h"
 #include "peer/trainer.h"
 #include "peer/wire_format.h"
 #include "peer/zmq_transport.h"
@@ -39,7 +40,15 @@ void resume(const gossip::peer::RunConfig& cfg, int rank, gossip::peer::Trainer&
   if (cfg.checkpoint_dir.empty()) throw gossip::Error(cfg.file, "--resume needs a 'checkpoint: {dir: ...}' section");
   std::optional<Checkpoint> c = newest_checkpoint(cfg.checkpoint_dir, rank);
   const int64_t mine = c ? c->step : -1;
-  const int64_t common = hook ? hook->agree_min(mine) : mine;
+  int64_t common = mine;
+  if (hook) {
+    try {
+      common = hook->agree_min(mine);
+    } catch (const gossip::peer::MembershipInterrupt&) {
+      throw gossip::Error(who, "cannot resume: " + hook->membership_problem() +
+                                   " while the peers agreed on the checkpoint to resume from; start them again");
+    }
+  }
   if (common < 0)
     throw gossip::Error(who, std::string("cannot resume: ") + (c ? "another peer has" : "this peer has") +
                                  " no intact checkpoint in " + cfg.checkpoint_dir);
@@ -54,6 +63,7 @@ void resume(const gossip::peer::RunConfig& cfg, int rank, gossip::peer::Trainer&
 }
 
 int run(int argc, char** argv) {
+  const auto process_started = std::chrono::steady_clock::now();
   gossip::Flags flags("gossip-peer");
   flags.add_string("config", "topology/run YAML (see configs/)");
   flags.add_string("rank", "this peer's rank; else SLURM_PROCID / OMPI_COMM_WORLD_RANK / 0", std::nullopt);
@@ -128,9 +138,11 @@ int run(int argc, char** argv) {
     opt.heartbeat_interval_s = cfg.algorithm.heartbeat_s;
     opt.heartbeat_timeout_s = cfg.algorithm.dead_after_s;
     if (flags.has("rendezvous")) opt.rendezvous_dir = flags.get_string("rendezvous");
+    opt.run_id = gossip::peer::run_id_from_environment();
     opt.max_chunk_bytes = static_cast<size_t>(cfg.algorithm.chunk_bytes);
     opt.single_copy = cfg.algorithm.single_copy;
     opt.connect_timeout_s = cfg.algorithm.timeout_s;
+    opt.max_unverified_connections = static_cast<size_t>(cfg.max_unverified_connections);
     if (!cfg.keys_dir.empty() && joining) {  // CurveZMQ: the members learn our key from the join
       if (!flags.has("key") || !flags.has("join-key"))
         throw gossip::Error("gossip-peer", cfg.file + " uses security: --join also needs --key (ours) and --join-key (the contact's)");
@@ -152,7 +164,18 @@ int run(int argc, char** argv) {
     gossip::log("bound ", transport->bound_endpoint(), ", algorithm ", gossip::peer::algorithm_name(cfg.algorithm.kind),
                 ", topology ", gossip::topology::kind_name(cfg.topology.kind), ", ", n, " peers");
   }
+  // A joiner asks first and loads its data while the members agree and send the welcome.
+  const auto join_started = std::chrono::steady_clock::now();
+  if (joining) {
+    const std::string contact_key = flags.has("join-key") ? gossip::peer::read_public_key(flags.get_string("join-key")) : "";
+    gossip::peer::Membership::request_join(*transport, flags.get_string("join"), contact_key, transport->bound_endpoint(),
+                                           own_public_key, gossip::peer::planned_num_params(cfg));
+  }
   trainer = std::make_unique<gossip::peer::Trainer>(cfg, joining ? 0 : rank, joining ? 1 : n, nullptr);
+  if (joining && trainer->model().num_params() != gossip::peer::planned_num_params(cfg))
+    throw gossip::Error(cfg.file, "the data set gives a model of " + std::to_string(trainer->model().num_params()) +
+                                      " parameters, not the " + std::to_string(gossip::peer::planned_num_params(cfg)) +
+                                      " announced in the join request");
   if (transport) {
     transport->set_max_total_floats(trainer->model().num_params() + 16);
     gossip::peer::View initial;
@@ -160,11 +183,10 @@ int run(int argc, char** argv) {
       initial.members.push_back({p.id, p.endpoint, p.id < static_cast<int>(peer_keys.size()) ? peer_keys[p.id] : ""});
     initial.next_id = n;
     std::optional<gossip::peer::Welcome> welcome;
-    const auto join_started = std::chrono::steady_clock::now();
     if (joining) {
-      const std::string contact_key = flags.has("join-key") ? gossip::peer::read_public_key(flags.get_string("join-key")) : "";
-      welcome = gossip::peer::Membership::join(*transport, flags.get_string("join"), contact_key, transport->bound_endpoint(),
-                                               own_public_key, trainer->model().num_params(), cfg.algorithm.timeout_s);
+      const auto deadline = join_started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                               std::chrono::duration<double>(cfg.algorithm.timeout_s));
+      welcome = gossip::peer::Membership::await_welcome(*transport, flags.get_string("join"), deadline, cfg.algorithm.timeout_s);
       initial = welcome->view;
       rank = initial.rank_of(welcome->id);
       gossip::set_log_prefix("[peer " + std::to_string(welcome->id) + "] ");
@@ -182,9 +204,12 @@ int run(int argc, char** argv) {
       trainer->start_at(welcome->round, welcome->total_steps);
       trainer->reshard(rank, view->size());
       hook->start_at(welcome->round);
-      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - join_started).count();
+      const auto now = std::chrono::steady_clock::now();
+      const double ms = std::chrono::duration<double, std::milli>(now - join_started).count();
+      const double since_start = std::chrono::duration<double, std::milli>(now - process_started).count();
       gossip::log("joined as peer ", welcome->id, " (rank ", rank, " of ", view->size(), ", epoch ", initial.epoch,
-                  "), starting at step ", welcome->round, ", ", static_cast<int>(ms), " ms after the join request");
+                  "), starting at step ", welcome->round, ", ", static_cast<int>(ms), " ms after the join request (",
+                  static_cast<int>(since_start), " ms after this peer started)");
     }
     hook->set_total_steps(trainer->total_steps());
     membership->set_total_steps(trainer->total_steps());

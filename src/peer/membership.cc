@@ -185,6 +185,7 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
   std::optional<Proposal> decided;  // adopted from a member that decided already
   bool any_view_message = false;
   std::vector<InMessage> later, local;  // later: next epoch's; local: our own events (joins, suspicions)
+  std::set<int> left;  // members that announced their own leave (they take no side in the quorum)
 
   auto absorb = [&](const InMessage& m) {
     const auto kind = static_cast<MessageKind>(m.header.kind);
@@ -205,10 +206,23 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
       JoinRequest j;
       std::string word;
       uint64_t params = 0;
-      if (!(in >> word >> j.nonce >> j.endpoint >> params) || word != "join" || j.endpoint.rfind("tcp://", 0) != 0) {
+      if (!(in >> word >> j.nonce >> j.endpoint >> params) || word != "join" ||
+          (j.endpoint.rfind("tcp://", 0) != 0 && j.endpoint.rfind("ipc://", 0) != 0)) {
         log("peer ", me, ": dropped a malformed join request");
         return;
       }
+      // A copy of a request already admitted (a rejoin asks several members): ignored while the
+      // peer it admitted is a member; if that one has been removed since, the joiner is still asking.
+      if (auto a = admitted_.find(j.nonce); a != admitted_.end() && v.rank_of(a->second) >= 0) return;
+      // A member asking to join again (it was cut off, or restarted on its endpoint) is gone in
+      // its old place: its new id replaces the old one in this change.
+      for (const Member& m : v.members)
+        if (m.id != me && zmq_->endpoint_of(m.id) == j.endpoint && !mine.gone.count(m.id)) {
+          log("peer ", me, ": peer ", m.id, " asks to join again from ", escape_for_log(j.endpoint),
+              ": its old place is gone");
+          mine.gone.insert(m.id);
+          ready = false;
+        }
       in >> j.key;  // with CurveZMQ the comm thread checked it is the key the joiner proved it holds
       j.via = me;
       std::string refusal;
@@ -218,13 +232,13 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
       else if (total_steps_ > 0 && round + 1 >= total_steps_)
         refusal = "the run ends at round " + std::to_string(total_steps_);
       if (!refusal.empty()) {
-        log("peer ", me, ": refused the join request from ", j.endpoint, ": ", refusal);
+        log("peer ", me, ": refused the join request from ", escape_for_log(j.endpoint), ": ", refusal);
         const int address = -1 - refused_++;  // a one-off address: it is no member
         zmq_->add_endpoint(address, j.endpoint, j.key);
         send_text(address, MessageKind::kWelcome, v.epoch, 0, "refused " + refusal + "\n");
         return;
       }
-      if (!joins.count(j.nonce)) log("peer ", me, ": join request from ", j.endpoint);
+      if (!joins.count(j.nonce)) log("peer ", me, ": join request from ", escape_for_log(j.endpoint));
       joins.emplace(j.nonce, j);
       mine.joins.insert(j.nonce);
       local.push_back(m);
@@ -243,6 +257,7 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
     const Proposal& p = *parsed;
     const bool is_ready = p.ready;
     any_view_message = true;
+    if (p.gone.count(sender)) left.insert(sender);  // its own leave (announce_leave)
     if (m.header.tag == 1) {  // that member decided this already: adopt it
       decided = p;
       return;
@@ -265,10 +280,13 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
 
   std::string sent;
   Clock::time_point last_sent{};
+  std::optional<std::string> cut_off;
   for (;;) {
-    if (mine.gone.count(me) || (decided && decided->gone.count(me)))
-      throw Error("peer " + std::to_string(me), "the other members declared this peer gone (silent past the heartbeat "
-                                                "timeout?): it has left the run");
+    if (mine.gone.count(me) || (decided && decided->gone.count(me))) {
+      cut_off = "the other members of epoch " + std::to_string(v.epoch) +
+                " declared this peer gone (it was silent past the heartbeat timeout)";
+      break;
+    }
     if (decided) break;
     std::set<int> waiting;
     bool all_equal = true, all_ready = true;
@@ -300,6 +318,17 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
   }
 
   ViewChange change;
+  if (!cut_off && !decided && !keeps_quorum(v, mine.gone, left))
+    cut_off = "this side of the view change keeps " + std::to_string(v.members.size() - mine.gone.size()) + " of the " +
+              std::to_string(v.members.size()) + " members of epoch " + std::to_string(v.epoch) +
+              " (gone: " + describe(mine.gone) + "), not a majority: the others may go on without it";
+  if (cut_off) {
+    // No view is adopted and no decision published: the majority's view is the run's.
+    deferred_.clear();
+    log("peer ", me, ": cut off from the run: ", *cut_off);
+    change.cut_off = cut_off;
+    return change;
+  }
   int64_t resume = round;
   if (decided) {
     resume = decided->round;  // the decider's resume round
@@ -316,6 +345,9 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
   change.resume_round = resume;
   for (const JoinRequest& j : join_set)
     if (j.via == me) change.welcome.push_back(j);
+  for (const Member& m : change.view.members)
+    for (const JoinRequest& j : join_set)
+      if (m.endpoint == j.endpoint && v.rank_of(m.id) < 0) admitted_[j.nonce] = m.id;
   // A member that proposes late gets this decision back (tag 1), with the resume round.
   ViewProposal final_set = mine;
   final_set.round = resume;
@@ -357,24 +389,87 @@ void Membership::send_welcome(const ViewChange& change, const JoinRequest& joine
   send_text(id, MessageKind::kWelcome, v.epoch, static_cast<uint64_t>(change.resume_round), text.str());
 }
 
-Welcome Membership::join(ZmqTransport& zmq, const std::string& contact, const std::string& contact_key,
-                         const std::string& own_endpoint, const std::string& own_key, size_t num_params,
-                         double timeout_s) {
+std::string Membership::describe_suspects() {
+  std::set<int> ids;
+  for (const InMessage& m : deferred_)
+    if (m.header.kind == static_cast<uint16_t>(MessageKind::kSuspect)) ids.insert(static_cast<int>(m.header.sender));
+  while (auto note = zmq_->mailbox().take_any({MessageKind::kSuspect}, Clock::now())) {
+    ids.insert(static_cast<int>(note->header.sender));
+    deferred_.push_back(std::move(*note));
+  }
+  std::string text;
+  for (int id : ids) text += (text.empty() ? "" : ", ") + std::string("peer ") + std::to_string(id) + " (" + zmq_->endpoint_of(id) + ")";
+  return text;
+}
+
+Welcome Membership::rejoin(const std::string& why) {
+  const View last = view_->view();
+  const int me = view_->self_id();
+  const std::string who = "peer " + std::to_string(me);
+  Mailbox& box = zmq_->mailbox();
+  // Stop watching the old members (their silence is why we are here) and forget what was queued
+  // for the abandoned view: suspicions of them, proposals, joins sent to us.
+  zmq_->set_members({}, last.epoch);
+  deferred_.clear();
+  while (box.take_any({MessageKind::kSuspect, MessageKind::kView, MessageKind::kJoin, MessageKind::kWelcome}, Clock::now())) {
+  }
+  box.acknowledge();
+  std::vector<Member> contacts;
+  for (const Member& m : last.members)
+    if (m.id != me) contacts.push_back({m.id, zmq_->endpoint_of(m.id), m.key});
+  if (contacts.empty()) throw CutOff(who, why + "; no other member to ask");
   std::random_device rd;
   const uint64_t nonce = (uint64_t(rd()) << 32 | rd()) & ((1ull << 62) - 1);
+  const std::string request = "join " + std::to_string(nonce) + " " + zmq_->bound_endpoint() + " " +
+                              std::to_string(num_params_) + " " + zmq_->public_key() + "\n";
   const auto started = Clock::now();
+  const auto deadline = started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
+  log(who, ": asking the members of epoch ", last.epoch, " to take this peer back (its own model is dropped: it "
+      "starts again from its contact's, like a joiner)");
+  // The same request (same nonce) through each member in turn: copies that arrive late, or at
+  // several members, are admitted once.
+  for (size_t attempt = 0; Clock::now() < deadline; ++attempt) {
+    const Member& c = contacts[attempt % contacts.size()];
+    zmq_->send_join(c.endpoint, c.key, request, nonce);
+    const auto until = std::min(deadline, Clock::now() + std::chrono::seconds(2));
+    std::optional<InMessage> m = box.take_any({MessageKind::kWelcome}, until);
+    if (!m) continue;
+    const std::string answer = text_of(*m);
+    if (answer.rfind("refused ", 0) == 0)
+      throw CutOff(who, why + "; the run refused it back: " + escape_for_log(answer.substr(8, answer.find('\n') - 8)));
+    std::optional<Welcome> w = parse_welcome(answer);
+    if (!w) continue;  // malformed: wait for a well-formed one
+    box.drop_before_epoch(w->view.epoch);
+    box.acknowledge();
+    view_->set_view(w->view, w->id);
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+    log(who, ": taken back as peer ", w->id, " (rank ", w->view.rank_of(w->id), " of ", w->view.members.size(),
+        ", epoch ", w->view.epoch, ") after ", static_cast<int>(ms), " ms; starting at step ", w->round);
+    return *w;
+  }
+  throw CutOff(who, why + "; no member answered within " + std::to_string(timeout_s_) + " s");
+}
+
+void Membership::request_join(ZmqTransport& zmq, const std::string& contact, const std::string& contact_key,
+                              const std::string& own_endpoint, const std::string& own_key, size_t num_params) {
+  std::random_device rd;
+  const uint64_t nonce = (uint64_t(rd()) << 32 | rd()) & ((1ull << 62) - 1);
   zmq.send_join(contact, contact_key,
                 "join " + std::to_string(nonce) + " " + own_endpoint + " " + std::to_string(num_params) + " " + own_key + "\n",
                 nonce);
   log("joining via ", contact, " as ", own_endpoint);
-  const auto deadline = started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+}
+
+Welcome Membership::await_welcome(ZmqTransport& zmq, const std::string& contact, Clock::time_point deadline,
+                                  double timeout_s) {
   std::optional<InMessage> m = zmq.mailbox().take_any({MessageKind::kWelcome}, deadline);
   if (!m)
     throw Error("gossip-peer", "cannot join via " + contact + ": no welcome within " + std::to_string(timeout_s) +
                                    " s (is a peer of this run listening there? is our key allowed? has the run ended?)");
   const std::string answer = text_of(*m);
   if (answer.rfind("refused ", 0) == 0)
-    throw Error("gossip-peer", "cannot join via " + contact + ": refused: " + answer.substr(8, answer.find('\n') - 8));
+    throw Error("gossip-peer", "cannot join via " + contact + ": refused: " +
+                                   escape_for_log(answer.substr(8, answer.find('\n') - 8), 300));
   std::optional<Welcome> w = parse_welcome(answer);
   if (!w) throw Error("gossip-peer", "malformed welcome from " + contact);
   return *w;

@@ -9,6 +9,12 @@
 // Push-sum weight rule: at a view change every member restarts from (x, w) = (x/w, 1), a joiner
 // from (its contact's model, 1): every de-biased model is unchanged, Σw = n of the new view, and
 // the old epoch's mass still in flight is discarded, so x/w stays an unbiased average.
+// Quorum (no split brain): a change must keep a strict majority of the previous view's members
+// (those that left on their own take no side; at exactly half, the half holding the lowest id goes
+// on). A member on the losing side — partitioned away, or stalled while the others moved on — is
+// cut off: it stops mixing, drops its own model and asks the members it knew to take it back as a
+// joiner (it then starts from its contact's model, like any joiner); if none answers within
+// algorithm.timeout_s it exits with kExitCutOff.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "peer/transport.h"
 
 namespace gossip::peer {
@@ -45,6 +52,9 @@ struct JoinRequest {
 
 // The view after removing `gone` and appending `joins` (in nonce order, ids from next_id).
 View next_view(const View& v, const std::set<int>& gone, const std::set<JoinRequest>& joins);
+// Whether a change from `v` that removes `gone` keeps a quorum (see above); `left` are the gone
+// members that announced their own leave.
+bool keeps_quorum(const View& v, const std::set<int>& gone, const std::set<int>& left);
 
 // Presents the current view as a Transport of ranks 0..n-1 over a ZmqTransport of ids, stamping
 // and matching the epoch so messages of an abandoned epoch never mix into a new one.
@@ -86,6 +96,9 @@ struct ViewChange {
   int64_t resume_round = 0;         // first round communicated in it
   std::vector<JoinRequest> welcome; // joiners this peer was asked by: it sends them the model
   std::set<int> gone;
+  // Set when this peer's side lost (no quorum, or the others declared it gone): nothing above is
+  // set and the view is unchanged; the peer must rejoin (Membership::rejoin). The text says why.
+  std::optional<std::string> cut_off;
 };
 
 // One member's proposal in a view change.
@@ -133,11 +146,22 @@ class Membership {
   // To a joiner (after agree): the view, its id, the start round and the run's length.
   void send_welcome(const ViewChange& change, const JoinRequest& joiner, int64_t total_steps);
 
-  // Joiner side: asks `contact` (a live member's endpoint; `contact_key` its public key when the
-  // run uses CurveZMQ, `own_key` ours) and waits for the welcome.
-  static Welcome join(ZmqTransport& zmq, const std::string& contact, const std::string& contact_key,
-                      const std::string& own_endpoint, const std::string& own_key, size_t num_params,
-                      double timeout_s);
+  // A member that was cut off asks the members of its last view, in turn, to take it back as a
+  // joiner (one request, retried through each), and adopts the view of the welcome. Throws
+  // CutOff when none answers within the view-change timeout or the run refuses it.
+  Welcome rejoin(const std::string& why);
+  // While on, receives are never interrupted (a joiner fetching its first model).
+  void suspend_interrupts(bool on) { view_->suspend_interrupts(on); }
+  // The members suspected dead so far, for error messages: "peer 2 (tcp://…), peer 3 (…)".
+  std::string describe_suspects();
+
+  // Joiner side, in two parts so the joiner can load its data meanwhile: asks `contact` (a live
+  // member's endpoint; `contact_key` its public key when the run uses CurveZMQ, `own_key` ours)...
+  static void request_join(ZmqTransport& zmq, const std::string& contact, const std::string& contact_key,
+                           const std::string& own_endpoint, const std::string& own_key, size_t num_params);
+  // ...then waits for the welcome until `deadline` (`timeout_s` is only quoted in the error).
+  static Welcome await_welcome(ZmqTransport& zmq, const std::string& contact, Clock::time_point deadline,
+                               double timeout_s);
 
  private:
   using Proposal = ViewProposal;
@@ -150,6 +174,12 @@ class Membership {
   int64_t total_steps_ = 0;
   int refused_ = 0;  // joiners refused so far (each gets a one-off address)
   std::vector<InMessage> deferred_;  // messages of a later epoch, kept for the next change
+  std::map<uint64_t, int> admitted_;  // nonce → id of each joiner admitted (a request may come twice)
+};
+
+// A peer cut off from the run (see Quorum above); main() exits with kExitCutOff for it.
+struct CutOff : Error {
+  CutOff(const std::string& who, const std::string& why) : Error(who, "cut off from the run: " + why, kExitCutOff) {}
 };
 
 }  // namespace gossip::peer

@@ -31,6 +31,16 @@ model::TrainTest load_data(const DataConfig& c, uint64_t seed) {
   return tt;
 }
 
+size_t planned_num_params(const RunConfig& c) {
+  const bool synthetic = c.data.dataset == "synthetic";
+  std::vector<int> dims{synthetic ? c.data.synthetic_dims : 28 * 28};  // Fashion-MNIST: 28×28 pixels, 10 classes
+  dims.insert(dims.end(), c.train.hidden.begin(), c.train.hidden.end());
+  dims.push_back(synthetic ? c.data.synthetic_classes : 10);
+  size_t n = 0;
+  for (size_t i = 0; i + 1 < dims.size(); ++i) n += size_t(dims[i]) * dims[i + 1] + dims[i + 1];
+  return n;
+}
+
 namespace {
 constexpr int kEvalBatch = 1024;  // rows per evaluation batch
 }  // namespace
@@ -163,10 +173,16 @@ TrainResult Trainer::run() {
       backend_->synchronize();
       std::this_thread::sleep_for((Clock::now() - step_start) * (config_.slowdown - 1));
     }
+    std::optional<int64_t> jump;  // a rejoin: the run's step, where this peer continues
     if (hook_) {
       hook_->after_step(step, *model_);
       int new_rank, new_n;
       if (hook_->view_changed(&new_rank, &new_n)) reshard(new_rank, new_n);
+      int64_t next;
+      if (hook_->rejoined(&next)) {
+        jump = next;
+        sgd_->reset();  // like a joiner: no momentum from the model it dropped
+      }
     }
     interval_loss += s.loss_sum;
     interval_correct += s.correct;
@@ -205,6 +221,7 @@ TrainResult Trainer::run() {
       total_steps_ = step + 1;
       break;
     }
+    if (jump) step = *jump - 1;  // the loop's ++step makes it *jump
   }
   backend_->synchronize();
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();

@@ -39,6 +39,9 @@ class StepHook {
   virtual uint32_t membership_epoch() { return 0; }
   // After after_step: true when this peer leaves the run now (graceful leave).
   virtual bool stop_requested() { return false; }
+  // After after_step: true (with the step to continue at) when this peer was cut off from the
+  // run and taken back: it continues at the run's step with its contact's model.
+  virtual bool rejoined(int64_t* /*next_step*/) { return false; }
   // The algorithm's own state, saved in checkpoints (push-sum: numerator and weight).
   virtual std::vector<float> save_state() { return {}; }
   virtual void restore_state(const std::vector<float>& /*state*/) {}
@@ -100,6 +103,10 @@ class Trainer {
   std::vector<float> batch_x_;
   std::vector<int32_t> batch_y_;  // batch_x_/batch_y_ hold max(batch, kEvalBatch) rows
 };
+
+// The parameter count of the configured model, without loading the data (a joiner announces it
+// in its join request before it loads anything).
+size_t planned_num_params(const RunConfig& config);
 
 // Loads (or synthesises) the data set named by the config.
 model::TrainTest load_data(const DataConfig& config, uint64_t seed);

@@ -90,6 +90,7 @@ struct TransportStats {
   uint64_t bytes_received = 0;
   uint64_t bytes_lent = 0;  // of bytes_sent: values neighbours copied out of this peer's memory (single copy)
   uint64_t messages_dropped = 0;
+  uint64_t connections_refused = 0;  // closed over the cap on unverified connections
   double wait_seconds = 0;  // time the training thread spent blocked in receive()
 };
 

@@ -1,5 +1,6 @@
 // The pure parts of elastic membership: view arithmetic and the text forms of proposals and
 // welcomes (no sockets here, so the fuzzer links this file alone).
+#include <algorithm>
 #include <sstream>
 
 #include "peer/membership.h"
@@ -27,6 +28,19 @@ int View::rank_of(int id) const {
   for (size_t i = 0; i < members.size(); ++i)
     if (members[i].id == id) return static_cast<int>(i);
   return -1;
+}
+
+bool keeps_quorum(const View& v, const std::set<int>& gone, const std::set<int>& left) {
+  int voters = 0, staying = 0, lowest = -1;
+  for (const Member& m : v.members) {
+    if (left.count(m.id)) continue;  // left on its own: it takes no side
+    ++voters;
+    if (lowest < 0 || m.id < lowest) lowest = m.id;
+    if (!gone.count(m.id)) ++staying;
+  }
+  if (voters == 0) return true;  // everyone else left gracefully
+  if (2 * staying != voters) return 2 * staying > voters;
+  return !gone.count(lowest);  // exactly half: the half that holds the lowest id goes on
 }
 
 View next_view(const View& v, const std::set<int>& gone, const std::set<JoinRequest>& joins) {
@@ -78,7 +92,12 @@ std::optional<ViewProposal> parse_proposal(const std::string& text, std::map<uin
     return false;
   });
   if (!ok) return std::nullopt;
-  joins->insert(found.begin(), found.end());
+  // A joiner that asked several members (a rejoin tries them in turn) is welcomed by exactly one:
+  // every member keeps the lowest member id it saw the request arrive at.
+  for (const auto& [nonce, j] : found) {
+    auto [it, added] = joins->emplace(nonce, j);
+    if (!added) it->second.via = std::min(it->second.via, j.via);
+  }
   return p;
 }
 

@@ -19,23 +19,12 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "peer/config.h"
+#include "peer/rendezvous.h"
 
 namespace gossip::peer {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string rendezvous_path(const std::string& dir, int peer) { return dir + "/peer-" + std::to_string(peer); }
-
-void publish_endpoint(const std::string& dir, int rank, const std::string& endpoint) {
-  const std::string path = rendezvous_path(dir, rank), tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << endpoint << "\n";
-    if (!out) throw Error(tmp, "cannot write the rendezvous file");
-  }
-  fs::rename(tmp, path);  // atomic: readers see the whole endpoint or nothing
-}
 
 // True when a process accepts connections on the Unix socket at `path` (a stale file left by a
 // run that ended does not).
@@ -66,6 +55,7 @@ struct ZmqTransport::Link {
   std::map<uint64_t, OutMessage> lent;  // single copy: chunks the neighbour has yet to copy, by token
   uint64_t next_token = 1;
   bool lend_refused = false;            // the neighbour could not read us: send over the socket
+  std::string dialled;                  // the endpoint the dealer connected to
 };
 
 namespace {
@@ -147,6 +137,15 @@ void ZmqTransport::set_members(const std::vector<PeerAddress>& members, uint32_t
   wake();
 }
 
+void ZmqTransport::set_self_id(int id) {
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    if (self_id_ >= 0 && id != self_id_) relink_ = true;
+    self_id_ = id;
+  }
+  wake();
+}
+
 void ZmqTransport::set_last_decision(uint32_t epoch, std::string text) {
   std::lock_guard<std::mutex> lock(decision_mutex_);
   decision_epoch_ = epoch;
@@ -200,11 +199,9 @@ std::string ZmqTransport::endpoint_of_id(int peer) const {
     if (it == endpoints_.end()) return "?";
     ep = it->second;
   }
-  if (binds_any_port(ep) && !options_.rendezvous_dir.empty()) {
-    std::ifstream in(rendezvous_path(options_.rendezvous_dir, peer));
-    std::string published;
-    if (in >> published) ep = published;
-  }
+  if (binds_any_port(ep) && !options_.rendezvous_dir.empty())
+    if (std::optional<std::string> published = read_published(options_.rendezvous_dir, peer, options_.run_id))
+      ep = *published;
   return ep;
 }
 
@@ -214,6 +211,7 @@ TransportStats ZmqTransport::stats() const {
   s.bytes_received = bytes_received_;
   s.bytes_lent = bytes_lent_;
   s.messages_dropped = dropped_;
+  s.connections_refused = connections_refused_;
   s.wait_seconds = wait_ns_ * 1e-9;
   return s;
 }
@@ -240,6 +238,7 @@ void ZmqTransport::comm_main(std::promise<std::string> bound) {
     // so a rogue cannot take over a neighbour's pipe (and lose its messages) by naming it.
     router.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(options_.max_chunk_bytes + 4096));
     router.set(zmq::sockopt::rcvhwm, 4096);
+    set_connection_heartbeats(router);
     std::string ep = rank() >= 0 ? options_.endpoints[rank()] : options_.bind;
     const bool any_port = binds_any_port(ep);
     if (any_port && rank() < 0) {
@@ -263,14 +262,29 @@ void ZmqTransport::comm_main(std::promise<std::string> bound) {
       throw Error("peer " + std::to_string(rank()), "cannot bind " + ep + ": " + e.what());
     }
     const std::string actual = router.get(zmq::sockopt::last_endpoint);
-    if (any_port && rank() >= 0) publish_endpoint(options_.rendezvous_dir, rank(), actual);
+    if (any_port && rank() >= 0) publish_endpoint(options_.rendezvous_dir, rank(), actual, options_.run_id);
     bound.set_value(actual);
     announced = true;
+    std::optional<ConnectionGuard> guard;
+    if (!curve && options_.max_unverified_connections > 0)
+      guard.emplace(context_, router, options_.max_unverified_connections);
+    guard_ = guard ? &*guard : nullptr;
     comm_loop(router, zap ? &*zap : nullptr);
+    guard_ = nullptr;
   } catch (...) {
     if (!announced) bound.set_exception(std::current_exception());
     else mailbox_.fail(std::current_exception());
   }
+}
+
+// ZMTP heartbeats on every connection of an elastic peer: a connection that carries nothing for
+// the heartbeat timeout is closed by ZeroMQ. Without them a connection whose other end vanished
+// in a partition (its close lost with the packets) stays open on the ROUTER, still holding the
+// neighbour's identity, and the neighbour's next connection under that identity is not read.
+void ZmqTransport::set_connection_heartbeats(zmq::socket_t& socket) {
+  if (!options_.elastic || options_.heartbeat_interval_s <= 0) return;
+  socket.set(zmq::sockopt::heartbeat_ivl, std::max(1, static_cast<int>(options_.heartbeat_interval_s * 1000)));
+  socket.set(zmq::sockopt::heartbeat_timeout, std::max(1, static_cast<int>(options_.heartbeat_timeout_s * 1000)));
 }
 
 bool ZmqTransport::connect(Link& link, int peer) {
@@ -279,10 +293,14 @@ bool ZmqTransport::connect(Link& link, int peer) {
   if (binds_any_port(ep)) {
     {
       if (link.first_wait == Clock::time_point{}) link.first_wait = Clock::now();
-      if (Clock::now() - link.first_wait > std::chrono::duration<double>(options_.connect_timeout_s))
+      if (Clock::now() - link.first_wait > std::chrono::duration<double>(options_.connect_timeout_s)) {
+        std::string stale;
+        read_published(options_.rendezvous_dir, peer, options_.run_id, &stale);
         throw Error("peer " + std::to_string(rank()), "peer " + std::to_string(peer) + " did not publish its endpoint in " +
                                                           options_.rendezvous_dir + " within " +
-                                                          std::to_string(options_.connect_timeout_s) + " s");
+                                                          std::to_string(options_.connect_timeout_s) + " s" +
+                                                          (stale.empty() ? "" : " (ignored: " + stale + ")"));
+      }
       return false;  // not started yet; retried on the next loop turn
     }
   }
@@ -293,6 +311,7 @@ bool ZmqTransport::connect(Link& link, int peer) {
   // Queue only onto a finished connection: until then messages wait in our own queue, where a
   // heartbeat to a peer that is gone can be dropped at shutdown instead of lingering in ZeroMQ.
   dealer.set(zmq::sockopt::immediate, true);
+  set_connection_heartbeats(dealer);
   if (!options_.curve_secret.empty()) {
     std::string key;
     {
@@ -307,6 +326,8 @@ bool ZmqTransport::connect(Link& link, int peer) {
   }
   dealer.connect(ep);
   link.dealer = std::move(dealer);
+  link.dialled = ep;
+  dialled_[peer] = ep;
   return true;
 }
 
@@ -418,7 +439,8 @@ void ZmqTransport::read_lent_done(Link& l, int peer) {
     if (!problem && h.kind != static_cast<uint16_t>(MessageKind::kLentDone)) problem = "a " + kind_name(h.kind) + " message as an answer";
     if (problem) {
       ++dropped_;
-      log("peer ", rank(), ": dropped an answer from peer ", peer, ": ", *problem);
+      drop_log_.dropped("peer " + std::to_string(rank()) + ": ", "r" + std::to_string(peer), "an answer: " + *problem,
+                        Clock::now());
       continue;
     }
     lent_done(l, peer, h);
@@ -489,7 +511,6 @@ void ZmqTransport::answer_lent(zmq::socket_t& router, const zmq::message_t& iden
 }
 
 void ZmqTransport::receive_all(zmq::socket_t& router) {
-  static constexpr int kLoggedDropsPerSender = 5;
   for (;;) {
     zmq::message_t identity;
     if (!router.recv(identity, zmq::recv_flags::dontwait)) return;
@@ -543,8 +564,7 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
     }
     if (problem) {
       ++dropped_;
-      if (drops_by_sender_[who]++ < kLoggedDropsPerSender)
-        log("peer ", rank(), ": dropped a message from '", who, "': ", *problem);
+      drop_log_.dropped("peer " + std::to_string(rank()) + ": ", who, *problem, Clock::now());
       // A dropped lent chunk is refused, so that its lender does not wait for it: it sends the
       // values over the socket, to be judged (and dropped) like any other message.
       if (frames.size() == 2 && frames[0].size() == kHeaderBytes && frames[1].size() == kLentRefBytes &&
@@ -552,6 +572,7 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
         answer_lent(router, identity, -1, decode_lent_ref(static_cast<const uint8_t*>(frames[1].data())).token, false);
       continue;
     }
+    if (guard_) guard_->verified(frames[0].get(ZMQ_SRCFD));
     const auto kind = static_cast<MessageKind>(h.kind);
     if (kind != MessageKind::kJoin) heard_[static_cast<int>(h.sender)] = Clock::now();
     if (kind == MessageKind::kHeartbeat) continue;
@@ -634,6 +655,15 @@ void ZmqTransport::watch_members(Clock::time_point now) {
     }
   }
   if (!options_.elastic || options_.heartbeat_interval_s <= 0 || rank() < 0) return;
+  // This thread did not run for longer than the heartbeat timeout (the process was paused,
+  // swapped out or starved): the silence it measured is its own. What was queued meanwhile has
+  // just been read; every member gets a whole timeout again before it is suspected.
+  if (last_watch_ != Clock::time_point{} && now - last_watch_ > std::chrono::duration<double>(options_.heartbeat_timeout_s)) {
+    log("peer ", rank(), ": this peer was stalled for ", std::chrono::duration<double>(now - last_watch_).count(),
+        " s (paused or starved): members get ", options_.heartbeat_timeout_s, " s to be heard from before any is suspected");
+    watch_since_ = now;
+  }
+  last_watch_ = now;
   const bool beat = now - last_beat_ > std::chrono::duration<double>(options_.heartbeat_interval_s);
   if (beat) last_beat_ = now;
   for (int id : members) {
@@ -655,7 +685,9 @@ void ZmqTransport::watch_members(Clock::time_point now) {
     const double limit = ever ? options_.heartbeat_timeout_s : std::max(options_.heartbeat_timeout_s, grace);
     if (now - last > std::chrono::duration<double>(limit)) {
       suspected_[id] = true;
-      log("peer ", rank(), ": no word from peer ", id, " (", endpoint_of_id(id), ") for ", limit, " s: suspected dead");
+      const auto dialled = dialled_.find(id);  // where we reached it (the file may say otherwise now)
+      log("peer ", rank(), ": no word from peer ", id, " (", dialled != dialled_.end() ? dialled->second : endpoint_of_id(id),
+          ") for ", limit, " s: suspected dead");
       if (link.dealer) link.dealer->set(zmq::sockopt::linger, 0);
       links_.erase(id);
       InMessage note;
@@ -664,6 +696,31 @@ void ZmqTransport::watch_members(Clock::time_point now) {
       mailbox_.put(std::move(note));
       mailbox_.interrupt();
     }
+  }
+}
+
+// A neighbour that binds port 0 may have been dialled through a file an earlier run left (on
+// another host, where its process cannot be checked): once a second, its file is read again, and
+// when it names another endpoint the link is made anew there. Nothing is lost: with `immediate`
+// a message only leaves our queue onto a finished connection.
+void ZmqTransport::recheck_rendezvous(Clock::time_point now) {
+  if (options_.rendezvous_dir.empty() || now - last_recheck_ < std::chrono::seconds(1)) return;
+  last_recheck_ = now;
+  for (auto& [id, link] : links_) {
+    if (!link.dealer || !link.lent.empty()) continue;
+    std::string configured;
+    {
+      std::lock_guard<std::mutex> lock(peers_mutex_);
+      auto it = endpoints_.find(id);
+      if (it != endpoints_.end()) configured = it->second;
+    }
+    if (!binds_any_port(configured)) continue;
+    const std::optional<std::string> now_published = read_published(options_.rendezvous_dir, id, options_.run_id);
+    if (!now_published || *now_published == link.dialled) continue;
+    log("peer ", rank(), ": peer ", id, " now publishes ", *now_published, " (was dialled at ", link.dialled,
+        "): connecting there");
+    link.dealer->set(zmq::sockopt::linger, 0);
+    link.dealer.reset();
   }
 }
 
@@ -716,7 +773,9 @@ void ZmqTransport::answer_zap(zmq::socket_t& zap) {
     why = "key " + std::string(z85) + " is not on the allow-list";
     user_id = z85;
   }
-  if (!allowed) log("peer ", rank(), ": refused a connection from ", f[3].to_string(), ": ", why);
+  if (!allowed)
+    drop_log_.refused("peer " + std::to_string(rank()) + ": ",
+                      "refused a connection from " + escape_for_log(f[3].to_string()) + ": " + why, Clock::now());
   zap.send(zmq::str_buffer("1.0"), zmq::send_flags::sndmore);
   zap.send(f[1], zmq::send_flags::sndmore);
   zap.send(zmq::buffer(std::string(allowed ? "200" : "400")), zmq::send_flags::sndmore);
@@ -751,6 +810,14 @@ void ZmqTransport::comm_loop(zmq::socket_t& router, zmq::socket_t* zap) {
     std::deque<PendingJoin> joins;
     {
       std::lock_guard<std::mutex> lock(queue_mutex_);
+      if (relink_) {  // a new id (a rejoin): links carry the old one, suspicions are of the old view
+        relink_ = false;
+        for (auto& [id, link] : links_)
+          if (link.dealer) link.dealer->set(zmq::sockopt::linger, 0);
+        links_.clear();
+        suspected_.clear();
+        watch_since_ = Clock::now();
+      }
       while (!queue_.empty()) {
         const int peer = queue_.front().first;
         if (!suspected_[peer]) links_[peer].pending.push_back(std::move(queue_.front().second));
@@ -782,8 +849,15 @@ void ZmqTransport::comm_loop(zmq::socket_t& router, zmq::socket_t* zap) {
     }
     if (zap && (items[2].revents & ZMQ_POLLIN)) answer_zap(*zap);
     if (items[0].revents & ZMQ_POLLIN) receive_all(router);
+    const std::string prefix = "peer " + std::to_string(rank()) + ": ";
+    if (guard_) {
+      guard_->read_events(drop_log_, prefix, Clock::now());
+      connections_refused_ = guard_->refused();
+    }
+    drop_log_.tick(prefix, Clock::now());
     if (!stop_) {
       watch_members(Clock::now());
+      recheck_rendezvous(Clock::now());
     } else {
       for (auto& [id, link] : links_)  // heartbeats need not outlive us (a dead member's never leave)
         std::erase_if(link.pending, [](const OutMessage& m) { return m.header.kind == static_cast<uint16_t>(MessageKind::kHeartbeat); });

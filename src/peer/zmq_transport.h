@@ -16,7 +16,9 @@
 
 #include <zmq.hpp>
 
+#include "peer/connection_guard.h"
 #include "peer/control.h"
+#include "peer/drop_log.h"
 #include "peer/mailbox.h"
 #include "peer/transport.h"
 
@@ -27,10 +29,14 @@ struct ZmqTransportOptions {
   std::vector<std::string> endpoints;  // the initial peers' endpoints by id; tcp://host:0 = via rendezvous
   std::string bind;                    // a joiner's own endpoint (tcp://host:0 picks a free port)
   std::string rendezvous_dir;          // where port-0 peers publish the endpoint they bound
+  std::string run_id;                  // names this run in rendezvous files ("" = unknown; see rendezvous.h)
   uint64_t max_total_floats = ~0ull;   // largest vector a message may belong to (model size + slack)
   size_t max_chunk_bytes = 1 << 20;    // larger payload frames are refused by ZeroMQ itself
   double connect_timeout_s = 60;       // how long to wait for a neighbour to publish its endpoint
   double linger_s = 5;                 // at shutdown, how long unsent (or unread lent) messages may still go out
+  // Without CurveZMQ: connections that have not sent a valid message yet beyond this many are
+  // closed (ConnectionGuard); 0 = no cap. With CurveZMQ the ZAP handler refuses strangers.
+  size_t max_unverified_connections = 256;
   // Single-copy transfers (algorithm.single_copy, see LentRef in wire_format.h): vector chunks are
   // lent to neighbours, which copy them out of this process's memory; and chunks lent to this
   // peer are copied (off: refused, and the sender sends them again over the socket).
@@ -79,8 +85,11 @@ class ZmqTransport final : public Transport {
   // Largest vector a valid message may belong to; larger ones are dropped as another model shape.
   void set_max_total_floats(uint64_t n) { max_total_floats_ = n; }
 
-  // Elastic membership. A joiner learns its id from the welcome and sets it before sending.
-  void set_self_id(int id) { self_id_ = id; }
+  // Elastic membership. A joiner learns its id from the welcome and sets it before sending; a
+  // member that rejoins after being cut off gets a new one, and then every link is made anew
+  // (connections carry the id) and its old suspicions are forgotten.
+  void set_self_id(int id);
+  const std::string& public_key() const { return options_.curve_public; }
   // The members (id, endpoint) to heartbeat and watch; links to anyone else are closed, dropping
   // what was queued for them. Endpoints of new ids are remembered.
   // `epoch` is the view's: view-change messages of older epochs are dropped from then on.
@@ -101,6 +110,7 @@ class ZmqTransport final : public Transport {
   void comm_main(std::promise<std::string> bound);
   void comm_loop(zmq::socket_t& router, zmq::socket_t* zap);
   void watch_members(Clock::time_point now);
+  void recheck_rendezvous(Clock::time_point now);
   std::string endpoint_of_id(int id) const;
   void answer_zap(zmq::socket_t& zap);
   void receive_all(zmq::socket_t& router);
@@ -113,6 +123,7 @@ class ZmqTransport final : public Transport {
   void read_lent_done(Link& link, int peer);
   void lent_done(Link& link, int peer, const Header& h);
   bool connect(Link& link, int peer);
+  void set_connection_heartbeats(zmq::socket_t& socket);
   void wake();
 
   ZmqTransportOptions options_;
@@ -127,7 +138,9 @@ class ZmqTransport final : public Transport {
   std::atomic<ControlHandler*> control_{nullptr};
   std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, bytes_lent_{0}, dropped_{0};
   std::atomic<int64_t> wait_ns_{0};
-  std::map<std::string, int> drops_by_sender_;  // comm thread only: limits drop logging per sender
+  DropLog drop_log_;                          // comm thread only: escaped, rate-limited drop lines
+  ConnectionGuard* guard_ = nullptr;          // comm thread only: set while comm_loop runs (null: no cap)
+  std::atomic<uint64_t> connections_refused_{0};
   std::atomic<int> self_id_;
   std::atomic<uint32_t> epoch_{0};
   std::mutex decision_mutex_;
@@ -142,6 +155,7 @@ class ZmqTransport final : public Transport {
     uint64_t nonce;
   };
   std::deque<PendingJoin> joins_;               // guarded by queue_mutex_
+  bool relink_ = false;                         // guarded by queue_mutex_: our id changed
   std::map<int, std::string> keys_;             // guarded by peers_mutex_: public keys by id
   // Comm thread only:
   std::map<int, Link> links_;
@@ -149,6 +163,9 @@ class ZmqTransport final : public Transport {
   std::map<int, bool> suspected_;
   Clock::time_point watch_since_{};
   Clock::time_point last_beat_{};               // when the members last got a heartbeat
+  Clock::time_point last_watch_{};              // the last turn of watch_members (stall detection)
+  Clock::time_point last_recheck_{};            // the last read of the rendezvous files
+  std::map<int, std::string> dialled_;          // the endpoint each id was last dialled at
   uint64_t seen_members_version_ = ~0ull;
   std::vector<zmq::socket_t> join_dealers_;
   // Single copy: a random value in this process's memory that a reader checks (LentRef::cookie);

@@ -1,0 +1,47 @@
+// Log lines about what the comm thread drops or refuses (malformed messages, unknown senders,
+// connections over the cap) come from the network, so anyone can cause them: they are escaped
+// (escape_for_log), rate-limited for the whole peer, and summarised, so no sender can flood the
+// log or grow memory. Comm thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace gossip::peer {
+
+class DropLog {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr int kLinesPerWindow = 10;     // detailed lines per window, all senders together
+  static constexpr int kLinesPerSender = 5;      // of which one sender gets at most this many
+  static constexpr int kRefusalLinesPerWindow = 3;  // refused connections, on top (their own budget)
+  static constexpr size_t kMaxSenders = 256;     // the per-sender table is cleared when it reaches this
+  static constexpr std::chrono::seconds kWindow{10};
+
+  // One drop by `sender` (raw bytes; escaped here), described by `what`: logged as
+  // "<prefix>dropped a message from '<sender>': <what>" while the budgets last, else counted.
+  void dropped(const std::string& prefix, const std::string& sender, const std::string& what, Clock::time_point now);
+  // Counts a refusal (e.g. a connection over the cap) the same way, logged as `line`.
+  void refused(const std::string& prefix, const std::string& line, Clock::time_point now);
+  // At the end of each window with suppressed lines, one summary line; call it every loop turn.
+  void tick(const std::string& prefix, Clock::time_point now);
+
+  uint64_t lines_logged() const { return lines_; }
+  size_t senders_tracked() const { return per_sender_.size(); }
+
+ private:
+  bool take_budget(const std::string& sender, Clock::time_point now);
+  void emit(const std::string& line);
+
+  Clock::time_point window_start_{};
+  int window_lines_ = 0;
+  int window_refusals_ = 0;
+  uint64_t suppressed_ = 0;        // drops and refusals not logged in this window
+  uint64_t suppressed_refusals_ = 0;
+  std::map<std::string, int> per_sender_;  // lines logged per sender (bounded: kMaxSenders)
+  uint64_t lines_ = 0;
+};
+
+}  // namespace gossip::peer
