@@ -68,7 +68,10 @@ void expect_one_model(const std::string& log, int launcher_exit, const std::set<
       EXPECT_EQ(crc.at(r), model) << "peer " << r << " succeeded with another model\n" << log;
     }
     const std::vector<double> ms = capture_all(log, "\\[peer " + std::to_string(r) + R"(\] peer \d+: taken back as peer \d+ .* after (\d+) ms)");
-    std::printf("peer %d: %s%s\n", r, failed ? "failed (cut off)" : "rejoined, same final model",
+    const char* outcome = failed ? "failed (cut off)"
+                          : crc.count(r) && crc.at(r) == model ? "rejoined, same final model"
+                                                                : "succeeded with ANOTHER model";
+    std::printf("peer %d: %s%s\n", r, outcome,
                 ms.empty() ? "" : (" after " + std::to_string(static_cast<int>(ms[0])) + " ms of asking").c_str());
   }
   EXPECT_NE(log.find(", 1 distinct final model"), std::string::npos) << log;

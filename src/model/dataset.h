@@ -5,13 +5,15 @@
 #include <string>
 #include <vector>
 
+#include "model/large_array.h"
+
 namespace gossip::model {
 
 struct Dataset {
   int rows = 0;
   int cols = 0;
   int classes = 0;
-  std::vector<float> x;    // [rows][cols], normalised
+  LargeArray<float> x;     // [rows][cols], normalised
   std::vector<int32_t> y;  // [rows], in [0, classes)
 
   // Rows `indices[begin, begin+count)` gathered into host_x / host_y (sized by the caller).

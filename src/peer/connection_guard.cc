@@ -14,6 +14,9 @@ ConnectionGuard::ConnectionGuard(zmq::context_t& context, zmq::socket_t& router,
                          ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED) != 0)
     throw zmq::error_t();
   monitor_.set(zmq::sockopt::linger, 0);
+  // libzmq's I/O thread sends the events and would block on a full pipe: never let it fill (the
+  // comm thread reads them every loop turn).
+  monitor_.set(zmq::sockopt::rcvhwm, 0);
   monitor_.connect(address_);
 }
 

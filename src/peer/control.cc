@@ -135,7 +135,8 @@ std::string ControlState::status_json() {
   if (transport_) {
     const TransportStats s = transport_->stats();
     out << ", \"bytes_sent\": " << s.bytes_sent << ", \"bytes_received\": " << s.bytes_received
-        << ", \"wait_s\": " << s.wait_seconds << ", \"messages_dropped\": " << s.messages_dropped;
+        << ", \"wait_s\": " << s.wait_seconds << ", \"messages_dropped\": " << s.messages_dropped
+        << ", \"connections_refused\": " << s.connections_refused;
   }
   out << "}";
   return out.str();
@@ -164,6 +165,9 @@ std::string ControlState::prometheus_text() {
     metric("gossip_wait_seconds_total", "counter", "Time the training thread waited for neighbours.", s.wait_seconds);
     metric("gossip_messages_dropped_total", "counter", "Malformed or foreign messages dropped.",
            static_cast<double>(s.messages_dropped));
+    metric("gossip_connections_refused_total", "counter",
+           "Connections closed over the cap on connections that sent no valid message yet.",
+           static_cast<double>(s.connections_refused));
   }
   return out.str();
 }

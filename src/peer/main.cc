@@ -248,6 +248,7 @@ int run(int argc, char** argv) {
     out << std::setprecision(1) << " sent_MB " << s.bytes_sent / 1e6 << " received_MB " << s.bytes_received / 1e6
         << " wait_s " << s.wait_seconds << " dropped " << s.messages_dropped;
     if (s.bytes_lent) out << " lent_MB " << s.bytes_lent / 1e6;  // of sent_MB: copied by neighbours (single_copy)
+    if (s.connections_refused) out << " refused_connections " << s.connections_refused;
   }
   gossip::log(out.str());
   return 0;
