@@ -214,16 +214,17 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
       // A copy of a request already admitted (a rejoin asks several members): ignored while the
       // peer it admitted is a member; if that one has been removed since, the joiner is still asking.
       if (auto a = admitted_.find(j.nonce); a != admitted_.end() && v.rank_of(a->second) >= 0) return;
+      in >> j.key;  // with CurveZMQ the comm thread checked it is the key the joiner proved it holds
       // A member asking to join again (it was cut off, or restarted on its endpoint) is gone in
-      // its old place: its new id replaces the old one in this change.
+      // its old place: its new id replaces the old one in this change. With CurveZMQ only with
+      // that member's own key (another could name its endpoint to evict it).
       for (const Member& m : v.members)
-        if (m.id != me && zmq_->endpoint_of(m.id) == j.endpoint && !mine.gone.count(m.id)) {
+        if (m.id != me && zmq_->endpoint_of(m.id) == j.endpoint && !mine.gone.count(m.id) && m.key == j.key) {
           log("peer ", me, ": peer ", m.id, " asks to join again from ", escape_for_log(j.endpoint),
               ": its old place is gone");
           mine.gone.insert(m.id);
           ready = false;
         }
-      in >> j.key;  // with CurveZMQ the comm thread checked it is the key the joiner proved it holds
       j.via = me;
       std::string refusal;
       if (params != num_params_)

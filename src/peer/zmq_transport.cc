@@ -283,7 +283,9 @@ void ZmqTransport::comm_main(std::promise<std::string> bound) {
 // neighbour's identity, and the neighbour's next connection under that identity is not read.
 void ZmqTransport::set_connection_heartbeats(zmq::socket_t& socket) {
   if (!options_.elastic || options_.heartbeat_interval_s <= 0) return;
-  socket.set(zmq::sockopt::heartbeat_ivl, std::max(1, static_cast<int>(options_.heartbeat_interval_s * 1000)));
+  // A ping every third of the timeout is enough to notice within it; more only costs messages.
+  const double interval_s = std::max(options_.heartbeat_interval_s, options_.heartbeat_timeout_s / 3);
+  socket.set(zmq::sockopt::heartbeat_ivl, std::max(1, static_cast<int>(interval_s * 1000)));
   socket.set(zmq::sockopt::heartbeat_timeout, std::max(1, static_cast<int>(options_.heartbeat_timeout_s * 1000)));
 }
 
