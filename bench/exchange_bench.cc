@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "common/flags.h"
-#include "peer/collectives.h"
-#include "peer/gossip_step.h"
-#include "peer/push_sum_step.h"
-#include "peer/zmq_transport.h"
+#include "algorithms/collectives.h"
+#include "algorithms/gossip_step.h"
+#include "algorithms/push_sum_step.h"
+#include "transport/zmq/zmq_transport.h"
 
 using namespace gossip;
 

@@ -27,7 +27,7 @@ if [[ ${1:-} == pack ]]; then
        $lib/libgtest.a $lib/libgtest_main.a $lib/libgmock.a $lib/libgmock_main.a \
        /usr/bin/pkgconf "$(readlink -f $lib/libpkgconf.so.3)" $lib/libpkgconf.so.3
   # The Boost headers that gossip's sources include, not all 160 MB of them.
-  for src in src/peer/metrics_server.cc tests/metrics_server_test.cc; do
+  for src in src/control/metrics_server.cc tests/metrics_server_test.cc; do
     g++ -std=c++20 -Isrc -Itests -M "$src" | tr ' \\' '\n\n' | grep '^/usr/include/boost/' || true
   done | sort -u | while read -r h; do copy "$h"; done
   # The libraries to link (unversioned names) and everything they load that is not glibc, libstdc++ or CUDA.

@@ -1,11 +1,11 @@
-#include "peer/collectives.h"
+#include "algorithms/collectives.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 #include <thread>
 
-#include "peer/inproc_transport.h"
+#include "transport/inproc/inproc_transport.h"
 #include "peer_threads.h"
 
 namespace gossip::peer {

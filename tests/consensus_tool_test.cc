@@ -7,7 +7,7 @@
 
 #include "kernels/backend.h"
 #include "model/mlp.h"
-#include "peer/sketch.h"
+#include "control/sketch.h"
 #include "process_util.h"
 
 namespace gossip {

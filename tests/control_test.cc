@@ -1,8 +1,8 @@
-#include "peer/control.h"
+#include "control/control.h"
 
 #include <gtest/gtest.h>
 
-#include "peer/sketch.h"
+#include "control/sketch.h"
 
 namespace gossip::peer {
 namespace {

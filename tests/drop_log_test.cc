@@ -1,6 +1,6 @@
 // The comm thread's drop log: escaped, globally rate-limited, bounded per-sender table, and a
 // summary of what was not logged.
-#include "peer/drop_log.h"
+#include "transport/zmq/drop_log.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "peer/gossip_step.h"
+#include "algorithms/gossip_step.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <random>
 #include <thread>
 
-#include "peer/inproc_transport.h"
+#include "transport/inproc/inproc_transport.h"
 #include "peer_threads.h"
 #include "topology/analysis.h"
 

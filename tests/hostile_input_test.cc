@@ -12,7 +12,7 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "peer/wire_format.h"
+#include "wire/wire_format.h"
 #include "process_util.h"
 
 namespace gossip {
@@ -187,7 +187,9 @@ TEST(HostileInput, ForgedIdentitiesAreEscapedAndConnectionFloodsBounded) {
   EXPECT_LE(sockets_during, sockets_before + 64 + 160) << "connections over the cap were closed";
   EXPECT_NE(log.find("closed a connection: 64 connections that sent no valid message yet are open already"),
             std::string::npos) << log;
+#if !defined(__SANITIZE_ADDRESS__)  // ASan's quarantine holds up to 256 MB of freed memory: RSS tells nothing there
   EXPECT_LT(rss_during - rss_before, 64 * 1024) << "RSS grew from " << rss_before << " to " << rss_during << " KiB";
+#endif
   EXPECT_GT(training_lines, 0u) << "training went on";
 }
 

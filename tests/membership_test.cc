@@ -1,6 +1,6 @@
 // Elastic membership: the view arithmetic, and real gossip-peer processes on 127.0.0.1 that are
 // joined, killed with SIGKILL and told to leave while they train.
-#include "peer/membership.h"
+#include "membership/membership.h"
 
 #include <gtest/gtest.h>
 
@@ -123,6 +123,10 @@ TEST(ViewText, WelcomesMustNameTheJoinerAndItsContact) {
   EXPECT_FALSE(parse_welcome("epoch 2\nid 9\ncontact 0\nmember 0 tcp://a:1\n"));  // not a member
   EXPECT_FALSE(parse_welcome(good + "round 1000\n"));                             // past the end
   EXPECT_FALSE(parse_welcome("member zero\n"));
+  const std::optional<Welcome> with_admitted = parse_welcome(good + "admitted 77 5\n");
+  ASSERT_TRUE(with_admitted);
+  EXPECT_EQ(with_admitted->admitted.at(77), 5);
+  EXPECT_FALSE(parse_welcome(good + "admitted 77\n"));
 }
 
 std::string yaml(int n, double epochs, double timeout_s = 30,

@@ -1,4 +1,4 @@
-#include "peer/metrics_server.h"
+#include "control/metrics_server.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 
 #include <boost/asio.hpp>
 
-#include "peer/control.h"
+#include "control/control.h"
 
 namespace gossip::peer {
 namespace {

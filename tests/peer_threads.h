@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "peer/inproc_transport.h"
+#include "transport/inproc/inproc_transport.h"
 
 namespace gossip::testing {
 

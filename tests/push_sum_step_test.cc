@@ -1,4 +1,4 @@
-#include "peer/push_sum_step.h"
+#include "algorithms/push_sum_step.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <random>
 #include <thread>
 
-#include "peer/inproc_transport.h"
+#include "transport/inproc/inproc_transport.h"
 #include "peer_threads.h"
 
 namespace gossip::peer {

@@ -1,7 +1,7 @@
 // Rendezvous files: each names its run, process and host, and a reader ignores those that cannot
 // be this run's; then real peers reuse a directory the way mpirun runs do (a rank starting late,
 // --resume), and end with one model.
-#include "peer/rendezvous.h"
+#include "transport/rendezvous.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>

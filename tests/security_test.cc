@@ -10,8 +10,8 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "peer/curve_keys.h"
-#include "peer/wire_format.h"
+#include "transport/zmq/curve_keys.h"
+#include "wire/wire_format.h"
 #include "process_util.h"
 
 namespace gossip {

@@ -1,4 +1,4 @@
-#include "peer/sketch.h"
+#include "control/sketch.h"
 
 #include <gtest/gtest.h>
 

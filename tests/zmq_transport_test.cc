@@ -1,4 +1,4 @@
-#include "peer/zmq_transport.h"
+#include "transport/zmq/zmq_transport.h"
 
 #include <gtest/gtest.h>
 
@@ -14,8 +14,8 @@
 #include <zmq.hpp>
 
 #include "common/error.h"
-#include "peer/collectives.h"
-#include "peer/gossip_step.h"
+#include "algorithms/collectives.h"
+#include "algorithms/gossip_step.h"
 #include "process_util.h"
 
 namespace gossip::peer {

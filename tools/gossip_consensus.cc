@@ -20,11 +20,11 @@
 #include "common/error.h"
 #include "common/flags.h"
 #include "peer/config.h"
-#include "peer/rendezvous.h"
-#include "peer/control.h"
-#include "peer/control_client.h"
-#include "peer/curve_keys.h"
-#include "peer/sketch.h"
+#include "transport/rendezvous.h"
+#include "control/control.h"
+#include "control/control_client.h"
+#include "transport/zmq/curve_keys.h"
+#include "control/sketch.h"
 #include "svg_plot.h"
 
 namespace {

@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 #include "common/flags.h"
-#include "peer/curve_keys.h"
+#include "transport/zmq/curve_keys.h"
 
 namespace {
 

@@ -95,7 +95,7 @@ int run(int argc, char** argv) {
   }
 
   // One id for this run's peers: their rendezvous files name it, so files an earlier run left in
-  // a reused directory are never taken for this run's (see peer/rendezvous.h).
+  // a reused directory are never taken for this run's (see transport/rendezvous.h).
   if (!std::getenv("GOSSIP_RUN_ID")) {
     std::random_device rd;
     char id[32];

@@ -12,7 +12,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "peer/wire_format.h"
+#include "wire/wire_format.h"
 
 namespace gossip::peer {
 namespace {

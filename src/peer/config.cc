@@ -332,10 +332,6 @@ RunConfig parse_config_unguarded(const std::string& yaml_text, const std::string
 
 }  // namespace
 
-bool binds_any_port(const std::string& ep) {
-  return ep.rfind("tcp://", 0) == 0 && ep.size() > 2 && ep.compare(ep.size() - 2, 2, ":0") == 0;
-}
-
 std::string algorithm_name(Algorithm a) {
   switch (a) {
     case Algorithm::kNone: return "none";

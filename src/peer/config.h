@@ -6,9 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "common/endpoint.h"
 #include "model/optimizer.h"
 #include "model/schedule.h"
-#include "peer/wire_format.h"
+#include "wire/wire_format.h"
 #include "topology/topology.h"
 
 namespace YAML {
@@ -98,7 +99,6 @@ RunConfig parse_config(const std::string& yaml_text, const std::string& file_nam
 
 std::string algorithm_name(Algorithm a);
 
-// True for tcp://host:0, an endpoint that binds any free port and is found through a rendezvous.
-bool binds_any_port(const std::string& endpoint);
+using gossip::binds_any_port;  // common/endpoint.h
 
 }  // namespace gossip::peer

@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "peer/membership.h"
+#include "membership/membership.h"
 
 namespace gossip::peer {
 

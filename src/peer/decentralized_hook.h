@@ -9,11 +9,11 @@
 #include <optional>
 #include <vector>
 
-#include "peer/collectives.h"
+#include "algorithms/collectives.h"
 #include "peer/config.h"
-#include "peer/control.h"
-#include "peer/gossip_step.h"
-#include "peer/push_sum_step.h"
+#include "control/control.h"
+#include "algorithms/gossip_step.h"
+#include "algorithms/push_sum_step.h"
 #include "peer/trainer.h"
 
 namespace gossip::peer {

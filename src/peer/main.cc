@@ -17,14 +17,14 @@
 #include "kernels/backend.h"
 #include "peer/checkpoint.h"
 #include "peer/config.h"
-#include "peer/curve_keys.h"
+#include "transport/zmq/curve_keys.h"
 #include "peer/decentralized_hook.h"
-#include "peer/membership.h"
-#include "peer/metrics_server.h"
-#include "peer/rendezvous.h"
+#include "membership/membership.h"
+#include "control/metrics_server.h"
+#include "transport/rendezvous.h"
 #include "peer/trainer.h"
-#include "peer/wire_format.h"
-#include "peer/zmq_transport.h"
+#include "wire/wire_format.h"
+#include "transport/zmq/zmq_transport.h"
 
 namespace {
 
@@ -195,6 +195,7 @@ int run(int argc, char** argv) {
     if (joining) view->set_view(initial, welcome->id);
     membership = std::make_unique<gossip::peer::Membership>(*transport, *view, cfg.algorithm.timeout_s,
                                                             trainer->model().num_params());
+    if (joining) membership->note_admitted(welcome->admitted);
     hook = std::make_unique<gossip::peer::DecentralizedHook>(cfg, *view, trainer->model().num_params(), membership.get());
     hook->set_leave_flag(&g_leave);
     if (joining) {

@@ -3,10 +3,10 @@
 #include <map>
 #include <string>
 
-#include "peer/control.h"
-#include "peer/control_client.h"
-#include "peer/membership.h"
-#include "peer/wire_format.h"
+#include "control/control.h"
+#include "control/control_client.h"
+#include "membership/membership.h"
+#include "wire/wire_format.h"
 
 namespace gossip::fuzz {
 

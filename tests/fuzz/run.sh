@@ -8,8 +8,8 @@ SECONDS_TO_RUN=${1:-120}
 command -v clang++ >/dev/null || { echo "installing clang"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libclang-rt-14-dev >/dev/null; }
 mkdir -p build/fuzz
 clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc -Itests/fuzz \
-  tests/fuzz/wire_fuzz.cc tests/fuzz/fuzz_targets.cc src/peer/wire_format.cc src/peer/control.cc \
-  src/peer/control_client.cc src/peer/view_text.cc src/peer/sketch.cc src/topology/topology.cc src/common/error.cc src/common/log.cc \
+  tests/fuzz/wire_fuzz.cc tests/fuzz/fuzz_targets.cc src/wire/wire_format.cc src/control/control.cc \
+  src/control/control_client.cc src/membership/view_text.cc src/control/sketch.cc src/topology/topology.cc src/common/error.cc src/common/log.cc \
   $(pkg-config --cflags --libs libzmq) -o build/fuzz/wire_fuzz
 mkdir -p build/fuzz/new
 build/fuzz/wire_fuzz -max_total_time="$SECONDS_TO_RUN" -print_final_stats=1 build/fuzz/new tests/fuzz/corpus

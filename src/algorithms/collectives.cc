@@ -1,0 +1,226 @@
+#include "algorithms/collectives.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "common/error.h"
+#include "common/log.h"
+
+namespace gossip::peer {
+
+std::shared_ptr<const std::vector<float>> SnapshotPool::copy(const float* x, size_t n, float scale) {
+  std::shared_ptr<std::vector<float>> buf = buffer(n);
+  if (scale == 1.0f) {
+    if (n) std::memcpy(buf->data(), x, n * sizeof(float));
+  } else {
+    for (size_t i = 0; i < n; ++i) (*buf)[i] = scale * x[i];
+  }
+  return buf;
+}
+
+namespace {
+
+template <typename T>
+std::shared_ptr<std::vector<T>> reuse(std::vector<std::shared_ptr<std::vector<T>>>& buffers, size_t n) {
+  std::shared_ptr<std::vector<T>> buf;
+  for (auto& b : buffers)
+    if (b.use_count() == 1) {  // only the pool holds it: the transport is done with it
+      buf = b;
+      break;
+    }
+  if (!buf) {
+    buf = std::make_shared<std::vector<T>>();
+    buffers.push_back(buf);
+  }
+  buf->resize(n);
+  return buf;
+}
+
+}  // namespace
+
+std::shared_ptr<std::vector<float>> SnapshotPool::buffer(size_t n) { return reuse(buffers_, n); }
+
+std::shared_ptr<std::vector<uint16_t>> SnapshotPool::bf16_buffer(size_t n) { return reuse(bf16_buffers_, n); }
+
+SendGuard::SendGuard() : released_(std::make_shared<Released>()) {
+  token_ = std::shared_ptr<char>(new char(0), [r = released_](char* p) {
+    delete p;
+    r->done.store(true, std::memory_order_release);
+  });
+}
+
+SendGuard::~SendGuard() {
+  if (!token_) return;
+  token_.reset();
+  const auto deadline = Clock::now() + std::chrono::seconds(2);
+  while (!released_->done.load(std::memory_order_acquire) && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
+void SendGuard::wait_released(double timeout_s, const std::string& what) {
+  token_.reset();
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  while (!released_->done.load(std::memory_order_acquire)) {
+    if (Clock::now() > deadline) throw Error(what, "a send did not complete within " + std::to_string(timeout_s) + " s");
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+void send_vector(Transport& t, int peer, const VectorRef& ref, const void* data, Owner owner, size_t offset,
+                 size_t count, size_t total, double weight, size_t chunk_floats) {
+  send_vector(t, std::vector<int>{peer}, ref, data, std::move(owner), offset, count, total, weight, chunk_floats);
+}
+
+void send_vector(Transport& t, const std::vector<int>& peers, const VectorRef& ref, const void* data, Owner owner,
+                 size_t offset, size_t count, size_t total, double weight, size_t chunk_floats) {
+  if (peers.empty()) return;
+  size_t done = 0;
+  do {
+    const size_t c = std::min(chunk_floats, count - done);
+    OutMessage m;
+    m.header.kind = static_cast<uint16_t>(ref.kind);
+    m.header.sender = t.sender_id();
+    m.header.epoch = t.epoch();
+    m.header.round = ref.round;
+    m.header.tag = ref.tag;
+    m.header.total_floats = total;
+    m.header.offset = offset + done;
+    m.header.weight = weight;
+    m.header.dtype = static_cast<uint32_t>(ref.dtype);
+    m.data = static_cast<const char*>(data) + done * element_bytes(m.header.dtype);
+    m.count = c;
+    m.header.payload_bytes = static_cast<uint32_t>(m.bytes());
+    m.owner = owner;
+    if (peers.size() > 1) {  // identical header for every peer, so one checksum serves all
+      m.header.checksum = message_checksum(m.header, m.data, m.header.payload_bytes);
+      m.checksum_ready = true;
+    }
+    for (int p : peers) t.send(p, m);
+    done += c;
+  } while (done < count);
+}
+
+ChunkReader::ChunkReader(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s)
+    : t_(&t),
+      peer_(peer),
+      key_{ref.kind, peer, ref.round, ref.tag},
+      dtype_(ref.dtype),
+      offset_(offset),
+      count_(count),
+      deadline_(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s))),
+      timeout_s_(timeout_s) {}
+
+std::optional<InMessage> ChunkReader::next() {
+  while (!any_ || got_ < count_) {
+    std::optional<InMessage> m = t_->receive(key_, deadline_);
+    if (!m)
+      throw Error("peer " + std::to_string(t_->rank()),
+                  "no " + kind_name(static_cast<uint16_t>(key_.kind)) + " message from " + t_->describe(peer_) +
+                      " for round " + std::to_string(key_.round) + " within " + std::to_string(timeout_s_) +
+                      " s: the neighbour is dead, hung or far behind");
+    FloatScan scan;
+    if (!m->verified && !checksum_matches(m->header, m->data, m->bytes(), &scan)) {
+      log("peer ", t_->rank(), ": dropped a ", kind_name(m->header.kind), " chunk claiming to be from ",
+          t_->describe(peer_), ": checksum mismatch");
+      continue;
+    }
+    const uint64_t begin = m->header.offset;
+    if (begin != offset_ + got_ || m->count > count_ - got_) {
+      log("peer ", t_->rank(), ": dropped a chunk [", begin, ", +", m->count, ") claiming to be from ",
+          t_->describe(peer_), ": expected one starting at ", offset_ + got_);
+      continue;
+    }
+    if (m->header.dtype != static_cast<uint32_t>(dtype_))
+      throw Error("peer " + std::to_string(t_->rank()),
+                  t_->describe(peer_) + " sends " + kind_name(m->header.kind) + " values as " +
+                      dtype_name(m->header.dtype) + " but this peer expects " +
+                      dtype_name(static_cast<uint32_t>(dtype_)) + ": the peers' algorithm.wire settings differ");
+    if (!any_) weight_ = m->header.weight;
+    any_ = true;
+    got_ += m->count;
+    // Checked in the checksum's pass when the chunk came off the network, else here.
+    if (m->verified) scan = payload_scan(m->data, m->bytes(), m->header.dtype);
+    m->finite = scan.finite && std::isfinite(m->header.weight);
+    m->sum_squares = scan.sum_squares;
+    if (!m->finite && !reported_) {
+      reported_ = true;
+      log("peer ", t_->rank(), ": ", t_->describe(peer_), " sent NaN or Inf values in its ", kind_name(m->header.kind),
+          " message of round ", key_.round, ": not mixed in");
+    }
+    return m;
+  }
+  return std::nullopt;
+}
+
+Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,
+                        const std::function<void(const InMessage&)>& fold) {
+  ChunkReader reader(t, peer, ref, offset, count, timeout_s);
+  Received r;
+  while (std::optional<InMessage> m = reader.next()) {
+    if (m->finite) fold(*m);
+    else r.finite = false;
+  }
+  r.weight = std::isfinite(reader.weight()) ? reader.weight() : 0.0;
+  return r;
+}
+
+Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,
+                        const std::function<void(size_t, const float*, size_t)>& fold) {
+  return receive_vector(t, peer, ref, offset, count, timeout_s,
+                        [&](const InMessage& m) { fold(m.header.offset - offset, m.data, m.count); });
+}
+
+void RingAllReduce::sum(float* x, size_t n) {
+  const int p = t_->size(), r = t_->rank();
+  const uint64_t seq = sequence_++;
+  if (p == 1) return;
+  auto seg_begin = [&](int i) { return n * static_cast<size_t>(i) / p; };
+  auto seg_len = [&](int i) { return seg_begin(i + 1) - seg_begin(i); };
+  auto mod = [&](int i) { return ((i % p) + p) % p; };
+  const int next = mod(r + 1), prev = mod(r - 1);
+  // Everything is sent zero-copy from x. A segment sent in reduce-scatter step s is not written
+  // again before all-gather step s overwrites it, and one sent in all-gather is never written
+  // again, so waiting for the sends once per phase keeps x consistent.
+  // Reduce-scatter: after p−1 steps this peer holds the full sum of segment r+1.
+  {
+    SendGuard guard;
+    for (int s = 0; s < p - 1; ++s) {
+      const int send_seg = mod(r - s), recv_seg = mod(r - s - 1);
+      const VectorRef ref{MessageKind::kReduceScatter, seq, static_cast<uint32_t>(s)};
+      send_vector(*t_, next, ref, x + seg_begin(send_seg), guard.owner(), seg_begin(send_seg), seg_len(send_seg), n, 0,
+                  chunk_floats_);
+      float* dst = x + seg_begin(recv_seg);
+      const Received got = receive_vector(*t_, prev, ref, seg_begin(recv_seg), seg_len(recv_seg), timeout_s_,
+                                          [dst](size_t i, const float* v, size_t c) {
+                                            for (size_t k = 0; k < c; ++k) dst[i + k] += v[k];
+                                          });
+      if (!got.finite)
+        throw Error("peer " + std::to_string(r), t_->describe(prev) + " sent NaN or Inf into the global average");
+    }
+    guard.wait_released(timeout_s_, "peer " + std::to_string(r));
+  }
+  // All-gather: pass the finished segments around the ring.
+  SendGuard guard;
+  for (int s = 0; s < p - 1; ++s) {
+    const int send_seg = mod(r + 1 - s), recv_seg = mod(r - s);
+    const VectorRef ref{MessageKind::kAllGather, seq, static_cast<uint32_t>(s)};
+    send_vector(*t_, next, ref, x + seg_begin(send_seg), guard.owner(), seg_begin(send_seg), seg_len(send_seg), n, 0,
+                chunk_floats_);
+    float* dst = x + seg_begin(recv_seg);
+    const Received got = receive_vector(*t_, prev, ref, seg_begin(recv_seg), seg_len(recv_seg), timeout_s_,
+                                        [dst](size_t i, const float* v, size_t c) { std::copy(v, v + c, dst + i); });
+    if (!got.finite)
+      throw Error("peer " + std::to_string(r), t_->describe(prev) + " sent NaN or Inf into the global average");
+  }
+  guard.wait_released(timeout_s_, "peer " + std::to_string(r));
+}
+
+void RingAllReduce::average(float* x, size_t n) {
+  sum(x, n);
+  const float inv = 1.0f / static_cast<float>(t_->size());
+  for (size_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+}  // namespace gossip::peer

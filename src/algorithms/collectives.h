@@ -1,0 +1,131 @@
+// Building blocks over a Transport: chunked vector send/receive, a pool of send snapshots, and the
+// ring all-reduce (reduce-scatter + all-gather) the peers run among themselves — no server.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "transport/transport.h"
+
+namespace gossip::peer {
+
+// Reusable host buffers for outgoing data. A buffer is reused once the transport has released
+// every reference to it, so steady-state rounds allocate nothing.
+class SnapshotPool {
+ public:
+  // A buffer of n floats for the caller to fill (contents undefined).
+  std::shared_ptr<std::vector<float>> buffer(size_t n);
+  // The same for n bf16 values.
+  std::shared_ptr<std::vector<uint16_t>> bf16_buffer(size_t n);
+  // A shared copy of x[0, n), optionally scaled by `scale`.
+  std::shared_ptr<const std::vector<float>> copy(const float* x, size_t n, float scale = 1.0f);
+
+ private:
+  std::vector<std::shared_ptr<std::vector<float>>> buffers_;
+  std::vector<std::shared_ptr<std::vector<uint16_t>>> bf16_buffers_;
+};
+
+struct VectorRef {
+  MessageKind kind;
+  uint64_t round;
+  uint32_t tag = 0;
+  Dtype dtype = Dtype::kF32;  // what the values travel as (bf16: gossip and push-sum only)
+};
+
+// Sends data[0, count) — elements [offset, offset + count) of a vector of `total` values of
+// ref.dtype (float or uint16_t bf16) — to `peer`, as chunks of at most `chunk_floats` values,
+// zero-copy: `owner` keeps data alive and unchanged until the transport releases it. A
+// zero-length vector still sends one message.
+void send_vector(Transport& t, int peer, const VectorRef& ref, const void* data, Owner owner, size_t offset,
+                 size_t count, size_t total, double weight, size_t chunk_floats);
+// The same vector to several peers; each chunk's checksum is computed once for all of them.
+void send_vector(Transport& t, const std::vector<int>& peers, const VectorRef& ref, const void* data, Owner owner,
+                 size_t offset, size_t count, size_t total, double weight, size_t chunk_floats);
+
+// A token to pass as the Owner of a buffer the caller owns: wait_released() returns once the
+// transport has dropped every copy (the bytes have left), or throws after timeout_s.
+class SendGuard {
+ public:
+  SendGuard();
+  // Left by an exception before wait_released(): still give the transport a moment to finish
+  // with the buffer before the caller frees it (best effort, bounded).
+  ~SendGuard();
+  SendGuard(const SendGuard&) = delete;
+  SendGuard& operator=(const SendGuard&) = delete;
+  Owner owner() const { return token_; }
+  void wait_released(double timeout_s, const std::string& what);
+
+ private:
+  // Set (release) by the token's deleter, on whichever thread drops the last copy, and read
+  // (acquire) by the waiter: the transport's last read of the buffer happens-before our reuse.
+  struct Released {
+    std::atomic<bool> done{false};
+  };
+  std::shared_ptr<Released> released_;
+  std::shared_ptr<char> token_;
+};
+
+// Receives the chunks of [offset, offset + count) from `peer` and calls fold(index, values, n)
+// for each, index relative to `offset`. A chunk whose checksum
+// does not match is logged and dropped (the genuine one may still come). Throws gossip::Error
+// naming the peer when nothing arrives before `timeout_s` passes.
+// Chunks holding NaN or ±Inf are reported and not folded; `finite` then comes back false.
+struct Received {
+  double weight = 0;   // the sender's weight field (0 when it was not finite)
+  bool finite = true;  // every chunk was folded
+};
+Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,
+                        const std::function<void(size_t, const float*, size_t)>& fold);
+// The same for a consumer that reads the chunks itself (bf16 values, header.offset): fold(m) for
+// every verified, finite chunk.
+Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,
+                        const std::function<void(const InMessage&)>& fold);
+
+// Receives chunk after chunk of one vector from one peer (the chunk-at-a-time form of
+// receive_vector), so a consumer can walk several peers' vectors in step.
+class ChunkReader {
+ public:
+  ChunkReader(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s);
+  // The next verified chunk (values at [offset + index, + count) of the vector); nullopt once the
+  // whole vector has been read. A chunk holding NaN or ±Inf comes back with finite = false and is
+  // reported once per vector, naming the sender; the caller decides not to mix it in. A verified
+  // chunk whose values are not of ref.dtype is an error naming the sender (peers configured with
+  // different algorithm.wire).
+  std::optional<InMessage> next();
+  size_t position() const { return got_; }  // floats read so far
+  double weight() const { return weight_; }
+
+ private:
+  Transport* t_;  // outlives the reader (stack object inside one step)
+  int peer_;
+  MatchKey key_;
+  Dtype dtype_;
+  size_t offset_, count_;
+  Clock::time_point deadline_;
+  double timeout_s_;
+  size_t got_ = 0;
+  bool any_ = false;
+  bool reported_ = false;
+  double weight_ = 0;
+};
+
+class RingAllReduce {
+ public:
+  RingAllReduce(Transport& transport, size_t chunk_floats, double timeout_s)
+      : t_(&transport), chunk_floats_(chunk_floats), timeout_s_(timeout_s) {}
+  // x ← Σ_peers x, in place. Every peer must call it with the same n, in the same order. The
+  // result is bitwise identical on every peer.
+  void sum(float* x, size_t n);
+  // x ← (1/n_peers)·Σ_peers x.
+  void average(float* x, size_t n);
+
+ private:
+  Transport* t_;  // owned by the peer's main, outlives every algorithm object
+  size_t chunk_floats_;
+  double timeout_s_;
+  uint64_t sequence_ = 0;  // collective number: matches messages of the same call across peers
+};
+
+}  // namespace gossip::peer

@@ -1,0 +1,242 @@
+#include "algorithms/gossip_step.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <type_traits>
+
+#include "common/log.h"
+#include "kernels/bf16.h"
+
+namespace gossip::peer {
+namespace {
+
+template <typename Value>
+inline float widen(Value v) {
+  if constexpr (std::is_same_v<Value, uint16_t>) return kernels::from_bf16(v);
+  else return v;
+}
+
+// What stays of our own value: self·x, or (bf16) x − rest·Q(x), Q(x) taken again here (the same
+// rounding as what we sent) rather than read back.
+template <bool kBf16>
+inline float own_share(float self, float rest, float x) {
+  if constexpr (kBf16) return x - rest * kernels::from_bf16(kernels::to_bf16(x));
+  else return self * x;
+}
+
+// fold_span: dst = self·src + Σ_k w_k·v_k over `span` floats, v_k = current[k]->data + used[k];
+// the common degrees get one fused loop each. A neighbour's chunk with NaN/Inf is not mixed in:
+// our own values stand in for it, so its weight goes to self for that span. With kNorm, returns
+// Σ src² (taken in the same pass, for the outlier screen; float partial sums per block, added up
+// in double).
+// kBf16: the chunks hold bf16 values and dst = src − rest·Q(src) + Σ_k w_k·v_k, where rest =
+// Σ_k w_k; a chunk not mixed in stands in as `own` = Q(src), so its term w_k·(own − own) vanishes.
+struct Fold {
+  float self, rest;         // rest = Σ_k w_k (bf16 only)
+  const float* src;         // our values
+  const uint16_t* own;      // bf16: Q(src), what we sent (stands in for a chunk not mixed in)
+  float* dst;
+  size_t span;
+  const std::vector<std::optional<InMessage>>* current;
+  const std::vector<size_t>* used;  // floats of current[k] before this span
+  const std::vector<float>* w;
+};
+
+template <bool kNorm, bool kBf16>
+__attribute__((always_inline)) inline double fold_span_body(const Fold& f) {
+  using Value = std::conditional_t<kBf16, uint16_t, float>;
+  const auto& current = *f.current;
+  const auto& used = *f.used;
+  const auto& w = *f.w;
+  const float self = f.self, rest = f.rest;
+  const size_t deg = current.size();
+  auto values = [&](size_t k, size_t begin) -> const Value* {
+    if constexpr (kBf16) return (current[k]->finite ? current[k]->bf16() + used[k] : f.own) + begin;
+    else return (current[k]->finite ? current[k]->data + used[k] : f.src) + begin;
+  };
+  double total = 0;
+  for (size_t begin = 0; begin < f.span; begin += 4096) {
+    const size_t n = std::min(f.span - begin, size_t(4096));
+    const float* __restrict x = f.src + begin;
+    float* __restrict y = f.dst + begin;
+    float sq = 0;
+    if (deg == 0) {
+#pragma omp simd reduction(+ : sq)
+      for (size_t j = 0; j < n; ++j) {
+        y[j] = own_share<kBf16>(self, rest, x[j]);
+        if constexpr (kNorm) sq += x[j] * x[j];
+      }
+    } else if (deg == 1) {
+      const Value* __restrict a = values(0, begin);
+      const float w0 = w[0];
+#pragma omp simd reduction(+ : sq)
+      for (size_t j = 0; j < n; ++j) {
+        y[j] = own_share<kBf16>(self, rest, x[j]) + w0 * widen(a[j]);
+        if constexpr (kNorm) sq += x[j] * x[j];
+      }
+    } else if (deg == 2) {
+      const Value* __restrict a = values(0, begin);
+      const Value* __restrict b = values(1, begin);
+      const float w0 = w[0], w1 = w[1];
+#pragma omp simd reduction(+ : sq)
+      for (size_t j = 0; j < n; ++j) {
+        y[j] = own_share<kBf16>(self, rest, x[j]) + w0 * widen(a[j]) + w1 * widen(b[j]);
+        if constexpr (kNorm) sq += x[j] * x[j];
+      }
+    } else {
+#pragma omp simd reduction(+ : sq)
+      for (size_t j = 0; j < n; ++j) {
+        y[j] = own_share<kBf16>(self, rest, x[j]);
+        if constexpr (kNorm) sq += x[j] * x[j];
+      }
+      for (size_t k = 0; k < deg; ++k) {
+        const Value* __restrict a = values(k, begin);
+        const float wk = w[k];
+        for (size_t j = 0; j < n; ++j) y[j] += wk * widen(a[j]);
+      }
+    }
+    total += sq;
+  }
+  return total;
+}
+
+// AVX2 where the CPU has it (dispatched by hand, as in wire_format.cc): about 8 % off a bf16
+// round. Without FMA in the target, every value comes out as in the baseline build.
+#if defined(__x86_64__)
+template <bool kNorm, bool kBf16>
+__attribute__((target("avx2"))) double fold_span_avx2(const Fold& f) {
+  return fold_span_body<kNorm, kBf16>(f);
+}
+const bool have_avx2 = __builtin_cpu_supports("avx2");
+#endif
+
+template <bool kNorm, bool kBf16>
+double fold_span(const Fold& f) {
+#if defined(__x86_64__)
+  if (have_avx2) return fold_span_avx2<kNorm, kBf16>(f);
+#endif
+  return fold_span_body<kNorm, kBf16>(f);
+}
+
+}  // namespace
+
+double sum_squares(const float* v, size_t n) {
+  double total = 0;
+  for (size_t begin = 0; begin < n; begin += 4096) {  // float partial sums, added up in double
+    const size_t end = std::min(n, begin + 4096);
+    float s = 0;
+#pragma omp simd reduction(+ : s)
+    for (size_t i = begin; i < end; ++i) s += v[i] * v[i];
+    total += s;
+  }
+  return total;
+}
+
+GossipStep::GossipStep(Transport& transport, topology::Graph graph, size_t floats, size_t chunk_floats,
+                       double timeout_s, double max_norm_ratio, Dtype wire)
+    : t_(&transport),
+      graph_(std::move(graph)),
+      floats_(floats),
+      chunk_floats_(chunk_floats),
+      timeout_s_(timeout_s),
+      max_norm_ratio_(max_norm_ratio),
+      wire_(wire) {}
+
+void GossipStep::step(uint64_t round, const float* in, float* out) {
+  const topology::Neighbours nb = topology::neighbours(graph_, t_->size(), t_->rank(), static_cast<int64_t>(round));
+  const bool bf16 = wire_ == Dtype::kBf16;
+  const VectorRef ref{MessageKind::kGossip, round, 0, wire_};
+  SendGuard guard;
+  std::vector<int> out_peers;
+  for (const topology::Link& l : nb.out) out_peers.push_back(l.peer);
+  if (bf16) {
+    // Rounded chunk by chunk, each sent as soon as it is ready; released, like `in`, before
+    // step() returns (the guard), so the buffer is reused every round.
+    rounded_.resize(floats_);
+    size_t done = 0;
+    do {
+      const size_t c = std::min(chunk_floats_, floats_ - done);
+      kernels::to_bf16(in + done, rounded_.data() + done, c);
+      send_vector(*t_, out_peers, ref, rounded_.data() + done, guard.owner(), done, c, floats_, 0, chunk_floats_);
+      done += c;
+    } while (done < floats_);
+  } else {
+    send_vector(*t_, out_peers, ref, in, guard.owner(), 0, floats_, floats_, 0, chunk_floats_);
+  }
+  const float self = static_cast<float>(nb.self_weight);
+  double in_weight = 0;
+  for (const topology::Link& l : nb.in) in_weight += l.weight;
+  const float rest = static_cast<float>(in_weight);
+  // Walk every in-neighbour's vector in step and fold one span of all of them in a single pass,
+  // out = self·in + Σ w_k·v_k, so `in` and `out` are touched once per round whatever the degree.
+  // No full copy of a neighbour is kept: chunks are released as soon as they are folded.
+  const size_t deg = nb.in.size();
+  std::vector<ChunkReader> readers;
+  std::vector<std::optional<InMessage>> current(deg);
+  std::vector<size_t> used(deg, 0);  // floats of current[k] already folded
+  std::vector<float> weights(deg);
+  for (size_t k = 0; k < deg; ++k) {
+    readers.emplace_back(*t_, nb.in[k].peer, ref, 0, floats_, timeout_s_);
+    weights[k] = static_cast<float>(nb.in[k].weight);
+  }
+  std::vector<bool> reported(deg, false);
+  // An outlier chunk (norm far beyond ours over the same floats) is treated like a NaN chunk:
+  // true when current[k] is one (and then marked so). `ours` = Σ in² over the chunk's floats.
+  auto outlier = [&](size_t k, double ours) {
+    InMessage& m = *current[k];
+    if (max_norm_ratio_ <= 0 || !m.finite || m.count == 0) return false;
+    const double theirs = m.sum_squares;
+    const double limit = max_norm_ratio_ * max_norm_ratio_ * (ours + 0.01 * double(m.count));
+    if (theirs <= limit) return false;
+    m.finite = false;
+    if (!reported[k]) {
+      reported[k] = true;
+      log("peer ", t_->rank(), ": ", t_->describe(nb.in[k].peer), " sent values with norm ", std::sqrt(theirs),
+          " against this peer's ", std::sqrt(ours), " over the same floats (round ", round, "): an outlier, not mixed in");
+    }
+    return true;
+  };
+  size_t pos = 0;
+  do {  // at least once: a zero-length vector still arrives as one empty chunk per neighbour
+    size_t span = floats_ - pos;
+    for (size_t k = 0; k < deg; ++k) {
+      while (!current[k] || used[k] == current[k]->count) {
+        current[k] = readers[k].next();
+        used[k] = 0;
+        if (!current[k]) break;  // vector complete (only for the empty vector here)
+      }
+      span = current[k] ? std::min(span, current[k]->count - used[k]) : 0;
+    }
+    if (span == 0) break;
+    // Usually every neighbour's chunk is exactly this span (the same chunk size everywhere): then
+    // our norm over it comes out of the fold itself and an outlier, which is rare, costs a second
+    // fold of the span. Otherwise each chunk is screened before its first span is folded.
+    bool whole = true;
+    for (size_t k = 0; k < deg; ++k) whole = whole && used[k] == 0 && current[k]->count == span;
+    if (!whole && max_norm_ratio_ > 0)
+      for (size_t k = 0; k < deg; ++k)
+        if (used[k] == 0 && current[k]->header.offset + current[k]->count <= floats_)
+          outlier(k, sum_squares(in + current[k]->header.offset, current[k]->count));
+    auto fold = [&](bool norm) {
+      const uint16_t* own = bf16 ? rounded_.data() + pos : nullptr;
+      const Fold f{self, rest, in + pos, own, out + pos, span, &current, &used, &weights};
+      if (bf16) return norm ? fold_span<true, true>(f) : fold_span<false, true>(f);
+      return norm ? fold_span<true, false>(f) : fold_span<false, false>(f);
+    };
+    if (whole && max_norm_ratio_ > 0) {
+      const double ours = fold(true);
+      bool refold = false;
+      for (size_t k = 0; k < deg; ++k) refold = outlier(k, ours) || refold;
+      if (refold) fold(false);
+    } else {
+      fold(false);
+    }
+    for (size_t k = 0; k < deg; ++k) used[k] += span;
+    pos += span;
+  } while (pos < floats_);
+  current.clear();  // release the neighbours' chunks before waiting for ours to be released
+  guard.wait_released(timeout_s_, "peer " + std::to_string(t_->rank()));
+}
+
+}  // namespace gossip::peer

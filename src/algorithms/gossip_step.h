@@ -1,0 +1,47 @@
+// One round of symmetric / doubly-stochastic gossip (D-PSGD):
+//     x_i ← W_ii·x_i + Σ_j W_ij·x_j
+// on any graph of the topology library. The constructor fixes everything; step() only sends,
+// receives and mixes (after gloo's AllreduceRing).
+//
+// With a bf16 wire the values travel as Q(x) = bfloat16(x), half the bytes, and the mix is
+//     x_i ← x_i + Σ_{j≠i} W_ij·(Q(x_j) − Q(x_i))
+// Every peer keeps its own rounding residual x_i − Q(x_i) out of the mix, so for a doubly
+// stochastic W the average Σ_i x_i / n is kept exactly (up to float rounding) however coarse Q
+// is; the peers agree only to within Q's rounding (relative 2⁻⁹), where the rounded values
+// become equal and the mix stops moving them.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/collectives.h"
+#include "topology/topology.h"
+
+namespace gossip::peer {
+
+class GossipStep {
+ public:
+  // max_norm_ratio > 0: a neighbour's chunk whose norm exceeds that many times this peer's own
+  // values over the same span (plus a small floor) is an outlier: reported and not mixed in.
+  GossipStep(Transport& transport, topology::Graph graph, size_t floats, size_t chunk_floats, double timeout_s,
+             double max_norm_ratio = 0, Dtype wire = Dtype::kF32);
+  // out ← W_ii·in + Σ_j W_ij·x_j (host memory, `in` and `out` distinct). `in` is sent zero-copy
+  // and read while the neighbours' chunks are folded into `out`; step() returns once the
+  // transport has released it, so the caller may then reuse it.
+  void step(uint64_t round, const float* in, float* out);
+
+ private:
+  Transport* t_;  // owned by the peer's main, outlives the step
+  topology::Graph graph_;
+  size_t floats_;
+  size_t chunk_floats_;
+  double timeout_s_;
+  double max_norm_ratio_;
+  Dtype wire_;
+  std::vector<uint16_t> rounded_;  // bf16 wire: Q(in), sent zero-copy and released within step()
+};
+
+// Σ v_i² (vectorised).
+double sum_squares(const float* v, size_t n);
+
+}  // namespace gossip::peer

@@ -1,0 +1,190 @@
+// Elastic membership without a coordinator. A view is the ordered member list of one epoch (rank
+// = position; the ring follows that order). Any event — a member silent past the heartbeat
+// timeout, a graceful leave, a join request — starts a view change that every surviving member
+// takes part in, in two phases: each sends every other member its proposal (round, gone ids,
+// joins) and merges what it receives (union) until every member's latest proposal equals its own,
+// then says "ready"; it decides once every member is ready on that set. All then compute the same
+// next view (next_view) and the same resume round R = the largest round any member had reached;
+// rounds below R are trained locally, unmixed.
+// Push-sum weight rule: at a view change every member restarts from (x, w) = (x/w, 1), a joiner
+// from (its contact's model, 1): every de-biased model is unchanged, Σw = n of the new view, and
+// the old epoch's mass still in flight is discarded, so x/w stays an unbiased average.
+// Quorum (no split brain): a change must keep a strict majority of the previous view's members
+// (those that left on their own take no side; at exactly half, the half holding the lowest id goes
+// on). A member on the losing side — partitioned away, or stalled while the others moved on — is
+// cut off: it stops mixing, drops its own model and asks the members it knew to take it back as a
+// joiner (it then starts from its contact's model, like any joiner); if none answers within
+// algorithm.timeout_s it exits with kExitCutOff.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "transport/transport.h"
+
+namespace gossip::peer {
+
+class ZmqTransport;
+
+using Member = PeerAddress;
+
+struct View {
+  uint32_t epoch = 0;
+  std::vector<Member> members;  // rank = index
+  int next_id = 0;              // the id the next joiner gets
+  int rank_of(int id) const;    // -1 when not a member
+};
+
+struct JoinRequest {
+  uint64_t nonce = 0;  // chosen by the joiner; orders concurrent joins
+  std::string endpoint;
+  int via = -1;        // the member it asked, which welcomes it
+  std::string key;     // its CurveZMQ public key (Z85), when the run uses keys
+  bool operator<(const JoinRequest& o) const { return nonce < o.nonce; }
+};
+
+// The view after removing `gone` and appending `joins` (in nonce order, ids from next_id).
+View next_view(const View& v, const std::set<int>& gone, const std::set<JoinRequest>& joins);
+// Whether a change from `v` that removes `gone` keeps a quorum (see above); `left` are the gone
+// members that announced their own leave.
+bool keeps_quorum(const View& v, const std::set<int>& gone, const std::set<int>& left);
+
+// Presents the current view as a Transport of ranks 0..n-1 over a ZmqTransport of ids, stamping
+// and matching the epoch so messages of an abandoned epoch never mix into a new one.
+class ViewTransport final : public Transport {
+ public:
+  ViewTransport(ZmqTransport& inner, View view, int self_id);
+  int rank() const override;
+  int size() const override;
+  void send(int peer, OutMessage message) override;
+  std::optional<InMessage> receive(const MatchKey& key, Clock::time_point deadline) override;
+  bool ready(const MatchKey& key) override;
+  std::string endpoint_of(int peer) const override;
+  TransportStats stats() const override;
+  uint32_t epoch() const override;
+  uint32_t sender_id() const override { return static_cast<uint32_t>(self_id()); }
+
+  View view() const;
+  int self_id() const;
+  void set_view(View view, int self_id);  // also tells the ZmqTransport whom to watch
+  // Consulted when a receive is interrupted: true when a real membership change waits (the
+  // receive then throws MembershipInterrupt), false for a stale one (it goes on waiting).
+  void set_change_filter(std::function<bool()> filter) { filter_ = std::move(filter); }
+  // While true, receives are never interrupted (a joiner fetching its first model: a change that
+  // starts meanwhile is taken part in at its first step).
+  void suspend_interrupts(bool on) { suspended_ = on; }
+  int id_of(int rank) const;
+
+ private:
+  ZmqTransport* inner_;  // owned by the peer's main, outlives this
+  mutable std::mutex mutex_;
+  View view_;    // guarded by mutex_ (the comm thread reads it for status replies)
+  int self_id_;  // guarded by mutex_
+  std::function<bool()> filter_;  // training thread only, as is suspended_
+  bool suspended_ = false;
+};
+
+struct ViewChange {
+  View view;                        // the new view (epoch + 1)
+  int64_t resume_round = 0;         // first round communicated in it
+  std::vector<JoinRequest> welcome; // joiners this peer was asked by: it sends them the model
+  std::set<int> gone;
+  // Set when this peer's side lost (no quorum, or the others declared it gone): nothing above is
+  // set and the view is unchanged; the peer must rejoin (Membership::rejoin). The text says why.
+  std::optional<std::string> cut_off;
+};
+
+// One member's proposal in a view change.
+struct ViewProposal {
+  int64_t round = 0;             // the next round the member would communicate in
+  std::set<int> gone;            // ids leaving or suspected dead
+  std::set<uint64_t> joins;      // nonces of the joiners (details in the JoinRequest map)
+  bool ready = false;            // phase 2: the member is ready to decide on these sets
+  bool operator==(const ViewProposal& o) const { return gone == o.gone && joins == o.joins; }
+};
+
+// The text forms of proposals and welcomes (pure, so the fuzzer reaches them). Parsers return
+// nullopt for malformed text; parse_proposal adds the joins it names to *joins.
+std::string proposal_text(const ViewProposal& p, const std::map<uint64_t, JoinRequest>& joins);
+std::optional<ViewProposal> parse_proposal(const std::string& text, std::map<uint64_t, JoinRequest>* joins);
+
+struct Welcome;
+std::optional<Welcome> parse_welcome(const std::string& text);
+
+struct Welcome {
+  View view;
+  int id = 0;
+  int contact_id = 0;
+  int64_t round = 0;        // the joiner's first step
+  int64_t total_steps = 0;  // where the run ends
+  // Joiners admitted earlier who are still members (nonce → id): a late copy of their request
+  // (a rejoin asks several members) must not look new to this peer once it is a member.
+  std::map<uint64_t, int> admitted;
+};
+
+class Membership {
+ public:
+  // `timeout_s` bounds one view change (a member that neither answers nor is suspected by then
+  // is an error).
+  // Join requests for a model of another size than `num_params` are refused.
+  Membership(ZmqTransport& zmq, ViewTransport& view, double timeout_s, size_t num_params);
+  // Joins are refused in the last round (the run would end before the joiner took a step).
+  void set_total_steps(int64_t total) { total_steps_ = total; }
+
+  // True when a view-change event waits (never blocks); without `include_joins`, only events that
+  // must interrupt a receive (proposals, suspicions). Suspicions of former members are discarded.
+  bool pending(bool include_joins = true);
+  // Takes part in the view change; `round` = the next round this peer would communicate in.
+  // nullopt when the events turned out to change nothing (e.g. a suspicion of a former member).
+  std::optional<ViewChange> agree(int64_t round);
+  // Graceful leave: tells every member this peer is gone as of `round` (no answer awaited).
+  void announce_leave(int64_t round);
+  // To a joiner (after agree): the view, its id, the start round and the run's length.
+  void send_welcome(const ViewChange& change, const JoinRequest& joiner, int64_t total_steps);
+
+  // A member that was cut off asks the members of its last view, in turn, to take it back as a
+  // joiner (one request, retried through each), and adopts the view of the welcome. Throws
+  // CutOff when none answers within the view-change timeout or the run refuses it.
+  Welcome rejoin(const std::string& why);
+  // A joiner: what its welcome said was admitted before it (see Welcome::admitted).
+  void note_admitted(const std::map<uint64_t, int>& admitted) { admitted_.insert(admitted.begin(), admitted.end()); }
+  // While on, receives are never interrupted (a joiner fetching its first model).
+  void suspend_interrupts(bool on) { view_->suspend_interrupts(on); }
+  // The members suspected dead so far, for error messages: "peer 2 (tcp://…), peer 3 (…)".
+  std::string describe_suspects();
+
+  // Joiner side, in two parts so the joiner can load its data meanwhile: asks `contact` (a live
+  // member's endpoint; `contact_key` its public key when the run uses CurveZMQ, `own_key` ours)...
+  static void request_join(ZmqTransport& zmq, const std::string& contact, const std::string& contact_key,
+                           const std::string& own_endpoint, const std::string& own_key, size_t num_params);
+  // ...then waits for the welcome until `deadline` (`timeout_s` is only quoted in the error).
+  static Welcome await_welcome(ZmqTransport& zmq, const std::string& contact, Clock::time_point deadline,
+                               double timeout_s);
+
+ private:
+  using Proposal = ViewProposal;
+  void send_text(int id, MessageKind kind, uint32_t epoch, uint64_t round, const std::string& text);
+
+  ZmqTransport* zmq_;   // both owned by the peer's main, outlive this
+  ViewTransport* view_;
+  double timeout_s_;
+  size_t num_params_;
+  int64_t total_steps_ = 0;
+  int refused_ = 0;  // joiners refused so far (each gets a one-off address)
+  std::vector<InMessage> deferred_;  // messages of a later epoch, kept for the next change
+  std::map<uint64_t, int> admitted_;  // nonce → id of each joiner admitted (a request may come twice)
+};
+
+// A peer cut off from the run (see Quorum above); main() exits with kExitCutOff for it.
+struct CutOff : Error {
+  CutOff(const std::string& who, const std::string& why) : Error(who, "cut off from the run: " + why, kExitCutOff) {}
+};
+
+}  // namespace gossip::peer

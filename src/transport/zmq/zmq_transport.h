@@ -1,0 +1,182 @@
+// ZeroMQ transport. One communication thread owns every socket (libzmq's rule): a ROUTER bound on
+// this peer's endpoint receives, one DEALER per neighbour sends. The training thread hands sends
+// over through a queue plus an eventfd wake-up and takes received chunks from a Mailbox, so it
+// never touches a socket, and an exception on the comm thread is stored and rethrown to it.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <exception>
+#include <future>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "transport/zmq/connection_guard.h"
+#include "transport/control_handler.h"
+#include "transport/zmq/drop_log.h"
+#include "transport/mailbox.h"
+#include "transport/transport.h"
+
+namespace gossip::peer {
+
+struct ZmqTransportOptions {
+  int rank = 0;                        // this peer's id; -1: a joiner, whose id comes later (set_self_id)
+  std::vector<std::string> endpoints;  // the initial peers' endpoints by id; tcp://host:0 = via rendezvous
+  std::string bind;                    // a joiner's own endpoint (tcp://host:0 picks a free port)
+  std::string rendezvous_dir;          // where port-0 peers publish the endpoint they bound
+  std::string run_id;                  // names this run in rendezvous files ("" = unknown; see rendezvous.h)
+  uint64_t max_total_floats = ~0ull;   // largest vector a message may belong to (model size + slack)
+  size_t max_chunk_bytes = 1 << 20;    // larger payload frames are refused by ZeroMQ itself
+  double connect_timeout_s = 60;       // how long to wait for a neighbour to publish its endpoint
+  double linger_s = 5;                 // at shutdown, how long unsent (or unread lent) messages may still go out
+  // Without CurveZMQ: connections that have not sent a valid message yet beyond this many are
+  // closed (ConnectionGuard); 0 = no cap. With CurveZMQ the ZAP handler refuses strangers.
+  size_t max_unverified_connections = 256;
+  // Single-copy transfers (algorithm.single_copy, see LentRef in wire_format.h): vector chunks are
+  // lent to neighbours, which copy them out of this process's memory; and chunks lent to this
+  // peer are copied (off: refused, and the sender sends them again over the socket).
+  bool single_copy = false;
+  // Elastic membership (gossip-peer): heartbeats, suspicions and membership interrupts. Off, the
+  // transport is a plain fixed set of peers (benchmarks, tests of the data plane).
+  bool elastic = false;
+  // Failure detection: every member gets a heartbeat this often, and one silent for
+  // heartbeat_timeout_s is reported as suspected dead (0 = no heartbeats).
+  double heartbeat_interval_s = 0.25;
+  double heartbeat_timeout_s = 3;
+  // CurveZMQ (all empty = plain TCP/IPC): this peer's key pair, every peer's public key by rank,
+  // and the public keys allowed to connect (checked by a ZAP handler on the comm thread). Keys of
+  // peers that join later come with the view (set_members).
+  std::string curve_public, curve_secret;
+  std::vector<std::string> peer_public_keys;
+  std::vector<std::string> allowed_keys;
+};
+
+// Keeps freed large blocks in the heap instead of returning them to the kernel: every received
+// chunk is a fresh ZeroMQ allocation, and with glibc's default 128 KiB mmap threshold each would
+// cost page faults and zeroing. Process-wide; programs call it once at start-up.
+void tune_allocator_for_large_messages();
+
+class ZmqTransport final : public Transport {
+ public:
+  // Binds and starts the communication thread; throws gossip::Error if the bind fails.
+  explicit ZmqTransport(ZmqTransportOptions options);
+  ~ZmqTransport() override;  // flushes queued sends (bounded by linger_s), joins the thread
+  ZmqTransport(const ZmqTransport&) = delete;
+  ZmqTransport& operator=(const ZmqTransport&) = delete;
+
+  // Ids, not ranks: an elastic run reaches peers through ViewTransport, which maps ranks to ids.
+  int rank() const override { return self_id_; }
+  int size() const override;  // one more than the largest id known
+  void send(int peer, OutMessage message) override;
+  std::optional<InMessage> receive(const MatchKey& key, Clock::time_point deadline) override;
+  bool ready(const MatchKey& key) override { return mailbox_.ready(key); }
+  std::string endpoint_of(int peer) const override;
+  TransportStats stats() const override;
+
+  const std::string& bound_endpoint() const { return bound_endpoint_; }
+  // Control requests (status, snapshots) are answered by `handler` on the comm thread; until one
+  // is set they are dropped. `handler` must outlive the transport.
+  void set_control_handler(ControlHandler* handler) { control_ = handler; }
+  // Largest vector a valid message may belong to; larger ones are dropped as another model shape.
+  void set_max_total_floats(uint64_t n) { max_total_floats_ = n; }
+
+  // Elastic membership. A joiner learns its id from the welcome and sets it before sending; a
+  // member that rejoins after being cut off gets a new one, and then every link is made anew
+  // (connections carry the id) and its old suspicions are forgotten.
+  void set_self_id(int id);
+  const std::string& public_key() const { return options_.curve_public; }
+  // The members (id, endpoint) to heartbeat and watch; links to anyone else are closed, dropping
+  // what was queued for them. Endpoints of new ids are remembered.
+  // `epoch` is the view's: view-change messages of older epochs are dropped from then on.
+  void set_members(const std::vector<PeerAddress>& members, uint32_t epoch);
+  // The outcome of this peer's last view change (of `epoch`): a member still proposing in that
+  // epoch gets it back (kind kView, tag 1) instead of waiting for us forever.
+  void set_last_decision(uint32_t epoch, std::string text);
+  // Remembers where `id` is reached (e.g. a one-off address for a refused joiner).
+  void add_endpoint(int id, const std::string& endpoint, const std::string& key);
+  // A joiner's request, sent to any live member over a one-off "j<nonce>" connection.
+  void send_join(const std::string& contact, const std::string& contact_key, const std::string& text, uint64_t nonce);
+  // Closes every join connection at once (linger 0): copies of a request not delivered yet die.
+  void forget_join_requests();
+  // Membership messages (view changes, joins, welcomes, suspicions) wait here for the training
+  // thread, which also acknowledges the interrupt they raise.
+  Mailbox& mailbox() { return mailbox_; }
+
+ private:
+  struct Link;
+  void comm_main(std::promise<std::string> bound);
+  void comm_loop(zmq::socket_t& router, zmq::socket_t* zap);
+  void watch_members(Clock::time_point now);
+  void recheck_rendezvous(Clock::time_point now);
+  std::string endpoint_of_id(int id) const;
+  void answer_zap(zmq::socket_t& zap);
+  void receive_all(zmq::socket_t& router);
+  void answer_control(zmq::socket_t& router, const zmq::message_t& identity, const Header& request,
+                      const zmq::message_t& payload);
+  bool flush(Link& link, int peer);
+  bool send_lent(Link& link, OutMessage& m);
+  std::shared_ptr<void> copy_lent(int sender, const Header& h, const LentRef& ref);
+  void answer_lent(zmq::socket_t& router, const zmq::message_t& identity, int lender, uint64_t token, bool copied);
+  void read_lent_done(Link& link, int peer);
+  void lent_done(Link& link, int peer, const Header& h);
+  bool connect(Link& link, int peer);
+  void set_connection_heartbeats(zmq::socket_t& socket);
+  void wake();
+
+  ZmqTransportOptions options_;
+  std::string bound_endpoint_;
+  zmq::context_t context_;
+  Mailbox mailbox_;
+  int wake_fd_ = -1;  // eventfd: the training thread writes, the comm thread polls
+  std::mutex queue_mutex_;
+  std::deque<std::pair<int, OutMessage>> queue_;  // guarded by queue_mutex_
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> max_total_floats_;
+  std::atomic<ControlHandler*> control_{nullptr};
+  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, bytes_lent_{0}, dropped_{0};
+  std::atomic<int64_t> wait_ns_{0};
+  DropLog drop_log_;                          // comm thread only: escaped, rate-limited drop lines
+  ConnectionGuard* guard_ = nullptr;          // comm thread only: set while comm_loop runs (null: no cap)
+  std::atomic<uint64_t> connections_refused_{0};
+  std::atomic<int> self_id_;
+  std::atomic<uint32_t> epoch_{0};
+  std::mutex decision_mutex_;
+  uint32_t decision_epoch_ = ~0u;                          // guarded by decision_mutex_
+  std::shared_ptr<const std::string> decision_;            // guarded by decision_mutex_
+  mutable std::mutex peers_mutex_;
+  std::map<int, std::string> endpoints_;        // guarded by peers_mutex_: every id ever known
+  std::vector<int> members_;                    // guarded by peers_mutex_: the current members
+  uint64_t members_version_ = 0;                // guarded by peers_mutex_
+  struct PendingJoin {
+    std::string contact, contact_key, text;
+    uint64_t nonce;
+  };
+  std::deque<PendingJoin> joins_;               // guarded by queue_mutex_
+  bool relink_ = false;                         // guarded by queue_mutex_: our id changed
+  bool forget_joins_ = false;                   // guarded by queue_mutex_: close the join dealers
+  std::map<int, std::string> keys_;             // guarded by peers_mutex_: public keys by id
+  // Comm thread only:
+  std::map<int, Link> links_;
+  std::map<int, Clock::time_point> heard_;      // last message from each id
+  std::map<int, bool> suspected_;
+  Clock::time_point watch_since_{};
+  Clock::time_point last_beat_{};               // when the members last got a heartbeat
+  Clock::time_point last_watch_{};              // the last turn of watch_members (stall detection)
+  Clock::time_point last_recheck_{};            // the last read of the rendezvous files
+  std::map<int, std::string> dialled_;          // the endpoint each id was last dialled at
+  uint64_t seen_members_version_ = ~0ull;
+  std::vector<zmq::socket_t> join_dealers_;
+  // Single copy: a random value in this process's memory that a reader checks (LentRef::cookie);
+  // the cookie of each sender whose pid was checked, and the senders that cannot be read.
+  const uint64_t cookie_;
+  std::map<int, std::pair<uint64_t, uint64_t>> readable_;  // id → (pid, cookie) checked
+  std::map<int, bool> unreadable_;
+  std::thread thread_;
+};
+
+}  // namespace gossip::peer
