@@ -20,6 +20,23 @@ std::string text_of(const InMessage& m) {
   return t;
 }
 
+// A joiner's request: its nonce (which orders concurrent joins and names copies of one request),
+// the endpoint it listens on, its model size and its public key (empty without CurveZMQ).
+uint64_t random_nonce() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32 | rd()) & ((1ull << 62) - 1);
+}
+
+std::string join_request_text(uint64_t nonce, const std::string& endpoint, size_t num_params, const std::string& key) {
+  return "join " + std::to_string(nonce) + " " + endpoint + " " + std::to_string(num_params) + " " + key + "\n";
+}
+
+// The reason of a "refused ..." answer to a join request (escaped: it came from the network).
+std::optional<std::string> refusal_of(const std::string& answer) {
+  if (answer.rfind("refused ", 0) != 0) return std::nullopt;
+  return escape_for_log(answer.substr(8, answer.find('\n') - 8), 300);
+}
+
 std::string describe(const std::set<int>& ids) {
   std::string s;
   for (int id : ids) s += (s.empty() ? "" : ", ") + std::to_string(id);
@@ -421,10 +438,8 @@ Welcome Membership::rejoin(const std::string& why) {
   for (const Member& m : last.members)
     if (m.id != me) contacts.push_back({m.id, zmq_->endpoint_of(m.id), m.key});
   if (contacts.empty()) throw CutOff(who, why + "; no other member to ask");
-  std::random_device rd;
-  const uint64_t nonce = (uint64_t(rd()) << 32 | rd()) & ((1ull << 62) - 1);
-  const std::string request = "join " + std::to_string(nonce) + " " + zmq_->bound_endpoint() + " " +
-                              std::to_string(num_params_) + " " + zmq_->public_key() + "\n";
+  const uint64_t nonce = random_nonce();
+  const std::string request = join_request_text(nonce, zmq_->bound_endpoint(), num_params_, zmq_->public_key());
   const auto started = Clock::now();
   const auto deadline = started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
   log(who, ": asking the members of epoch ", last.epoch, " to take this peer back (its own model is dropped: it "
@@ -438,8 +453,8 @@ Welcome Membership::rejoin(const std::string& why) {
     std::optional<InMessage> m = box.take_any({MessageKind::kWelcome}, until);
     if (!m) continue;
     const std::string answer = text_of(*m);
-    if (answer.rfind("refused ", 0) == 0)
-      throw CutOff(who, why + "; the run refused it back: " + escape_for_log(answer.substr(8, answer.find('\n') - 8)));
+    if (const std::optional<std::string> refused = refusal_of(answer))
+      throw CutOff(who, why + "; the run refused it back: " + *refused);
     std::optional<Welcome> w = parse_welcome(answer);
     if (!w) continue;  // malformed: wait for a well-formed one
     // Join requests that reached this peer while it was cut off (copies of another rejoin's
@@ -462,11 +477,8 @@ Welcome Membership::rejoin(const std::string& why) {
 
 void Membership::request_join(ZmqTransport& zmq, const std::string& contact, const std::string& contact_key,
                               const std::string& own_endpoint, const std::string& own_key, size_t num_params) {
-  std::random_device rd;
-  const uint64_t nonce = (uint64_t(rd()) << 32 | rd()) & ((1ull << 62) - 1);
-  zmq.send_join(contact, contact_key,
-                "join " + std::to_string(nonce) + " " + own_endpoint + " " + std::to_string(num_params) + " " + own_key + "\n",
-                nonce);
+  const uint64_t nonce = random_nonce();
+  zmq.send_join(contact, contact_key, join_request_text(nonce, own_endpoint, num_params, own_key), nonce);
   log("joining via ", contact, " as ", own_endpoint);
 }
 
@@ -477,9 +489,8 @@ Welcome Membership::await_welcome(ZmqTransport& zmq, const std::string& contact,
     throw Error("gossip-peer", "cannot join via " + contact + ": no welcome within " + std::to_string(timeout_s) +
                                    " s (is a peer of this run listening there? is our key allowed? has the run ended?)");
   const std::string answer = text_of(*m);
-  if (answer.rfind("refused ", 0) == 0)
-    throw Error("gossip-peer", "cannot join via " + contact + ": refused: " +
-                                   escape_for_log(answer.substr(8, answer.find('\n') - 8), 300));
+  if (const std::optional<std::string> refused = refusal_of(answer))
+    throw Error("gossip-peer", "cannot join via " + contact + ": refused: " + *refused);
   std::optional<Welcome> w = parse_welcome(answer);
   if (!w) throw Error("gossip-peer", "malformed welcome from " + contact);
   return *w;

@@ -7,13 +7,12 @@
 #include "common/error.h"
 
 namespace gossip::model {
-namespace {
+
 size_t count_params(const std::vector<int>& dims) {
   size_t n = 0;
   for (size_t l = 0; l + 1 < dims.size(); ++l) n += size_t(dims[l]) * dims[l + 1] + dims[l + 1];
   return n;
 }
-}  // namespace
 
 Mlp::Mlp(kernels::Backend& backend, std::vector<int> dims, int max_batch)
     : backend_(&backend), dims_(std::move(dims)), max_batch_(max_batch) {

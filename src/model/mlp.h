@@ -23,6 +23,9 @@ struct BatchStats {
   int count = 0;
 };
 
+// Weights and biases of an MLP with these layer widths (input first, classes last).
+size_t count_params(const std::vector<int>& dims);
+
 class Mlp {
  public:
   // dims = {input, hidden..., classes}; max_batch bounds the activation buffers.

@@ -31,19 +31,23 @@ model::TrainTest load_data(const DataConfig& c, uint64_t seed) {
   return tt;
 }
 
-size_t planned_num_params(const RunConfig& c) {
-  const bool synthetic = c.data.dataset == "synthetic";
-  std::vector<int> dims{synthetic ? c.data.synthetic_dims : 28 * 28};  // Fashion-MNIST: 28×28 pixels, 10 classes
-  dims.insert(dims.end(), c.train.hidden.begin(), c.train.hidden.end());
-  dims.push_back(synthetic ? c.data.synthetic_classes : 10);
-  size_t n = 0;
-  for (size_t i = 0; i + 1 < dims.size(); ++i) n += size_t(dims[i]) * dims[i + 1] + dims[i + 1];
-  return n;
-}
-
 namespace {
 constexpr int kEvalBatch = 1024;  // rows per evaluation batch
+
+// The MLP's layer widths for data of `inputs` columns and `classes` classes.
+std::vector<int> layer_dims(int inputs, const TrainConfig& train, int classes) {
+  std::vector<int> dims{inputs};
+  dims.insert(dims.end(), train.hidden.begin(), train.hidden.end());
+  dims.push_back(classes);
+  return dims;
+}
 }  // namespace
+
+size_t planned_num_params(const RunConfig& c) {
+  const bool synthetic = c.data.dataset == "synthetic";  // else Fashion-MNIST: 28×28 pixels, 10 classes
+  return model::count_params(layer_dims(synthetic ? c.data.synthetic_dims : 28 * 28, c.train,
+                                        synthetic ? c.data.synthetic_classes : 10));
+}
 
 Trainer::Trainer(const RunConfig& config, int rank, int n, StepHook* hook)
     : config_(config), rank_(rank), n_(n), hook_(hook) {
@@ -56,9 +60,7 @@ Trainer::Trainer(const RunConfig& config, int rank, int n, StepHook* hook)
   total_steps_ = static_cast<int64_t>(std::ceil(config.train.epochs * steps_per_epoch_));
 
   backend_ = kernels::make_backend(config.device);
-  std::vector<int> dims{data_.train.cols};
-  dims.insert(dims.end(), config.train.hidden.begin(), config.train.hidden.end());
-  dims.push_back(data_.train.classes);
+  const std::vector<int> dims = layer_dims(data_.train.cols, config.train, data_.train.classes);
   const int rows = std::max(batch, kEvalBatch);  // training and evaluation share the buffers
   model_ = std::make_unique<model::Mlp>(*backend_, dims, rows);
   model_->init(config.init == "per_rank" ? config.seed + 1000003ull * (rank + 1) : config.seed);
