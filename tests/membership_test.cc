@@ -254,9 +254,11 @@ TEST(Elastic, CrashOfOneOfSixThenAGracefulLeave) {
 // Push-sum with overlap through a join and a crash: the weight rule ((x, w) ← (x/w, 1) at each
 // view change) keeps every survivor converging to one de-biased average. With single copy (the
 // gossip tests above use the sockets): chunks lent to the joiner, and to the peer that crashes.
+// 120 epochs (~6 s here): the joiner and the kill must land while the run is still going, also
+// when other tests load both cores.
 TEST(Elastic, PushSumSurvivesAJoinAndACrash) {
   TempDir dir;
-  const std::string y = dir.write("ps.yaml", yaml(5, 40, 30,
+  const std::string y = dir.write("ps.yaml", yaml(5, 120, 30,
                                                   "topology: push_sum_one_peer_exponential\nalgorithm: {kind: push_sum, "
                                                   "overlap: true, single_copy: true, "));
   testing::BackgroundRun run(y, dir.path() + "/run.log");

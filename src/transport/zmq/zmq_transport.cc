@@ -665,6 +665,15 @@ void ZmqTransport::watch_members(Clock::time_point now) {
       }
     }
   }
+  // A link to a non-member (a late proposer answered with our decision, a refused joiner) is
+  // closed once its queue is empty; the dealer's linger still delivers what it took. Left open,
+  // its identity (ours) would stay taken on the ROUTER at that endpoint, and a later connection
+  // of ours there (to a peer that rejoined on it) would be parked by ZeroMQ and never read.
+  for (auto it = links_.begin(); it != links_.end();) {
+    const bool member = std::find(members.begin(), members.end(), it->first) != members.end();
+    if (!member && it->second.pending.empty() && it->second.lent.empty()) it = links_.erase(it);
+    else ++it;
+  }
   if (!options_.elastic || options_.heartbeat_interval_s <= 0 || rank() < 0) return;
   // This thread did not run for longer than the heartbeat timeout (the process was paused,
   // swapped out or starved): the silence it measured is its own. What was queued meanwhile has
@@ -844,7 +853,9 @@ void ZmqTransport::comm_loop(zmq::socket_t& router, zmq::socket_t* zap) {
     for (const PendingJoin& j : joins) {  // a one-off connection per request
       const std::string json = pad_text(j.text);
       zmq::socket_t dealer(context_, zmq::socket_type::dealer);
-      dealer.set(zmq::sockopt::routing_id, "j" + std::to_string(j.nonce));
+      // One identity per connection: a rejoin sends one request through several tries, and the
+      // ROUTER would park a second connection under an identity already in use, unread.
+      dealer.set(zmq::sockopt::routing_id, "j" + std::to_string(j.nonce) + "." + std::to_string(join_connections_++));
       dealer.set(zmq::sockopt::linger, 1000);
       if (!options_.curve_secret.empty()) {
         dealer.set(zmq::sockopt::curve_serverkey, j.contact_key);

@@ -171,6 +171,7 @@ class ZmqTransport final : public Transport {
   std::map<int, std::string> dialled_;          // the endpoint each id was last dialled at
   uint64_t seen_members_version_ = ~0ull;
   std::vector<zmq::socket_t> join_dealers_;
+  uint64_t join_connections_ = 0;               // numbers the join dealers' identities
   // Single copy: a random value in this process's memory that a reader checks (LentRef::cookie);
   // the cookie of each sender whose pid was checked, and the senders that cannot be read.
   const uint64_t cookie_;
