@@ -154,10 +154,14 @@ Membership::Membership(ZmqTransport& zmq, ViewTransport& view, double timeout_s,
   view.set_change_filter([this] { return pending(false); });
 }
 
-bool Membership::pending(bool include_joins) {
+void Membership::take_suspicions() {
   // Runs on every step: the view is copied only when a suspicion note must be checked against it.
   while (auto note = zmq_->mailbox().take_any({MessageKind::kSuspect}, Clock::now()))
     if (view_->view().rank_of(static_cast<int>(note->header.sender)) >= 0) deferred_.push_back(std::move(*note));
+}
+
+bool Membership::pending(bool include_joins) {
+  take_suspicions();
   for (const InMessage& m : deferred_)
     if (include_joins || m.header.kind != static_cast<uint16_t>(MessageKind::kJoin)) return true;
   return zmq_->mailbox().has_kind(MessageKind::kView) ||
@@ -410,13 +414,10 @@ void Membership::send_welcome(const ViewChange& change, const JoinRequest& joine
 }
 
 std::string Membership::describe_suspects() {
+  take_suspicions();
   std::set<int> ids;
   for (const InMessage& m : deferred_)
     if (m.header.kind == static_cast<uint16_t>(MessageKind::kSuspect)) ids.insert(static_cast<int>(m.header.sender));
-  while (auto note = zmq_->mailbox().take_any({MessageKind::kSuspect}, Clock::now())) {
-    ids.insert(static_cast<int>(note->header.sender));
-    deferred_.push_back(std::move(*note));
-  }
   std::string text;
   for (int id : ids) text += (text.empty() ? "" : ", ") + std::string("peer ") + std::to_string(id) + " (" + zmq_->endpoint_of(id) + ")";
   return text;

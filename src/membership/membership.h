@@ -171,6 +171,8 @@ class Membership {
  private:
   using Proposal = ViewProposal;
   void send_text(int id, MessageKind kind, uint32_t epoch, uint64_t round, const std::string& text);
+  // Moves the comm thread's suspicion notes of current members into deferred_ (others dropped).
+  void take_suspicions();
 
   ZmqTransport* zmq_;   // both owned by the peer's main, outlive this
   ViewTransport* view_;

@@ -9,24 +9,18 @@ namespace gossip::peer {
 
 ConnectionGuard::ConnectionGuard(zmq::context_t& context, zmq::socket_t& router, size_t max_unverified)
     : router_(&router), monitor_(context, zmq::socket_type::pair), max_unverified_(max_unverified) {
-  address_ = "inproc://gossip-connections-" + std::to_string(reinterpret_cast<uintptr_t>(this));
-  if (zmq_socket_monitor(router.handle(), address_.c_str(),
+  const std::string address = "inproc://gossip-connections-" + std::to_string(reinterpret_cast<uintptr_t>(this));
+  if (zmq_socket_monitor(router.handle(), address.c_str(),
                          ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED) != 0)
     throw zmq::error_t();
   monitor_.set(zmq::sockopt::linger, 0);
   // libzmq's I/O thread sends the events and would block on a full pipe: never let it fill (the
   // comm thread reads them every loop turn).
   monitor_.set(zmq::sockopt::rcvhwm, 0);
-  monitor_.connect(address_);
+  monitor_.connect(address);
 }
 
 ConnectionGuard::~ConnectionGuard() { zmq_socket_monitor(router_->handle(), nullptr, 0); }
-
-size_t ConnectionGuard::unverified() const {
-  size_t n = 0;
-  for (const auto& [fd, c] : open_) n += !c.verified;
-  return n;
-}
 
 void ConnectionGuard::verified(int fd) {
   auto it = open_.find(fd);

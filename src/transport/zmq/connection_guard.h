@@ -35,14 +35,12 @@ class ConnectionGuard {
   // The connection with this file descriptor (a received frame's ZMQ_SRCFD) sent a valid message.
   void verified(int fd);
   uint64_t refused() const { return refused_; }
-  size_t unverified() const;
 
  private:
   void refuse(int fd, const std::string& why, DropLog& drops, const std::string& prefix, Clock::time_point now);
 
   zmq::socket_t* router_;  // owned by the comm thread's loop, outlives the guard
   zmq::socket_t monitor_;
-  std::string address_;
   size_t max_unverified_;
   struct Connection {
     Clock::time_point accepted;

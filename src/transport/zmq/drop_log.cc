@@ -4,8 +4,7 @@
 
 namespace gossip::peer {
 
-bool DropLog::take_budget(const std::string& sender, Clock::time_point now) {
-  if (window_start_ == Clock::time_point{}) window_start_ = now;
+bool DropLog::take_budget(const std::string& sender) {
   if (window_lines_ >= kLinesPerWindow) return false;
   if (!sender.empty()) {
     auto it = per_sender_.find(sender);
@@ -28,7 +27,7 @@ void DropLog::emit(const std::string& line) {
 void DropLog::dropped(const std::string& prefix, const std::string& sender, const std::string& what,
                       Clock::time_point now) {
   tick(prefix, now);
-  if (take_budget(sender, now))
+  if (take_budget(sender))
     emit(prefix + "dropped a message from '" + escape_for_log(sender) + "': " + escape_for_log(what, 200));
   else
     ++suppressed_;
@@ -36,7 +35,6 @@ void DropLog::dropped(const std::string& prefix, const std::string& sender, cons
 
 void DropLog::refused(const std::string& prefix, const std::string& line, Clock::time_point now) {
   tick(prefix, now);
-  if (window_start_ == Clock::time_point{}) window_start_ = now;
   if (window_refusals_ < kRefusalLinesPerWindow) {
     ++window_refusals_;
     emit(prefix + line);
@@ -47,7 +45,8 @@ void DropLog::refused(const std::string& prefix, const std::string& line, Clock:
 }
 
 void DropLog::tick(const std::string& prefix, Clock::time_point now) {
-  if (window_start_ == Clock::time_point{} || now - window_start_ < kWindow) return;
+  if (window_start_ == Clock::time_point{}) window_start_ = now;  // the first window
+  if (now - window_start_ < kWindow) return;
   if (suppressed_ > 0)
     emit(prefix + std::to_string(suppressed_) + " more dropped messages or refused connections (" +
          std::to_string(suppressed_refusals_) + " connections) in the last " +

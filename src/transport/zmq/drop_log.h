@@ -32,7 +32,7 @@ class DropLog {
   size_t senders_tracked() const { return per_sender_.size(); }
 
  private:
-  bool take_budget(const std::string& sender, Clock::time_point now);
+  bool take_budget(const std::string& sender);  // within the window tick() opened
   void emit(const std::string& line);
 
   Clock::time_point window_start_{};

@@ -137,6 +137,8 @@ void ZmqTransport::set_members(const std::vector<PeerAddress>& members, uint32_t
   wake();
 }
 
+std::string ZmqTransport::log_prefix() const { return "peer " + std::to_string(rank()) + ": "; }
+
 void ZmqTransport::set_self_id(int id) {
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
@@ -450,7 +452,7 @@ void ZmqTransport::read_lent_done(Link& l, int peer) {
     if (!problem && h.kind != static_cast<uint16_t>(MessageKind::kLentDone)) problem = "a " + kind_name(h.kind) + " message as an answer";
     if (problem) {
       ++dropped_;
-      drop_log_.dropped("peer " + std::to_string(rank()) + ": ", "r" + std::to_string(peer), "an answer: " + *problem,
+      drop_log_.dropped(log_prefix(), "r" + std::to_string(peer), "an answer: " + *problem,
                         Clock::now());
       continue;
     }
@@ -575,7 +577,7 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
     }
     if (problem) {
       ++dropped_;
-      drop_log_.dropped("peer " + std::to_string(rank()) + ": ", who, *problem, Clock::now());
+      drop_log_.dropped(log_prefix(), who, *problem, Clock::now());
       // A dropped lent chunk is refused, so that its lender does not wait for it: it sends the
       // values over the socket, to be judged (and dropped) like any other message.
       if (frames.size() == 2 && frames[0].size() == kHeaderBytes && frames[1].size() == kLentRefBytes &&
@@ -794,7 +796,7 @@ void ZmqTransport::answer_zap(zmq::socket_t& zap) {
     user_id = z85;
   }
   if (!allowed)
-    drop_log_.refused("peer " + std::to_string(rank()) + ": ",
+    drop_log_.refused(log_prefix(),
                       "refused a connection from " + escape_for_log(f[3].to_string()) + ": " + why, Clock::now());
   zap.send(zmq::str_buffer("1.0"), zmq::send_flags::sndmore);
   zap.send(f[1], zmq::send_flags::sndmore);
@@ -876,12 +878,11 @@ void ZmqTransport::comm_loop(zmq::socket_t& router, zmq::socket_t* zap) {
     }
     if (zap && (items[2].revents & ZMQ_POLLIN)) answer_zap(*zap);
     if (items[0].revents & ZMQ_POLLIN) receive_all(router);
-    const std::string prefix = "peer " + std::to_string(rank()) + ": ";
     if (guard_) {
-      guard_->read_events(drop_log_, prefix, Clock::now());
+      guard_->read_events(drop_log_, log_prefix(), Clock::now());
       connections_refused_ = guard_->refused();
     }
-    drop_log_.tick(prefix, Clock::now());
+    drop_log_.tick(log_prefix(), Clock::now());
     if (!stop_) {
       watch_members(Clock::now());
       recheck_rendezvous(Clock::now());

@@ -126,6 +126,7 @@ class ZmqTransport final : public Transport {
   void lent_done(Link& link, int peer, const Header& h);
   bool connect(Link& link, int peer);
   void set_connection_heartbeats(zmq::socket_t& socket);
+  std::string log_prefix() const;  // "peer ID: ", for the drop log
   void wake();
 
   ZmqTransportOptions options_;
