@@ -7,7 +7,6 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "transport/zmq/zmq_transport.h"
 
 namespace gossip::peer {
 namespace {
@@ -47,7 +46,7 @@ std::string describe(const std::set<int>& ids) {
 
 // ---- ViewTransport ----
 
-ViewTransport::ViewTransport(ZmqTransport& inner, View view, int self_id)
+ViewTransport::ViewTransport(MembershipPort& inner, View view, int self_id)
     : inner_(&inner), view_(std::move(view)), self_id_(self_id) {}
 
 int ViewTransport::rank() const {
@@ -146,8 +145,8 @@ void ViewTransport::set_view(View view, int self_id) {
 
 // ---- Membership ----
 
-Membership::Membership(ZmqTransport& zmq, ViewTransport& view, double timeout_s, size_t num_params)
-    : zmq_(&zmq), view_(&view), timeout_s_(timeout_s), num_params_(num_params) {
+Membership::Membership(MembershipPort& port, ViewTransport& view, double timeout_s, size_t num_params)
+    : port_(&port), view_(&view), timeout_s_(timeout_s), num_params_(num_params) {
   // A join request never interrupts a receive (it may yet be refused, and then an abandoned
   // collective could not be resumed); it is taken up at the next step, whose proposal to the
   // others does interrupt them.
@@ -156,7 +155,7 @@ Membership::Membership(ZmqTransport& zmq, ViewTransport& view, double timeout_s,
 
 void Membership::take_suspicions() {
   // Runs on every step: the view is copied only when a suspicion note must be checked against it.
-  while (auto note = zmq_->mailbox().take_any({MessageKind::kSuspect}, Clock::now()))
+  while (auto note = port_->mailbox().take_any({MessageKind::kSuspect}, Clock::now()))
     if (view_->view().rank_of(static_cast<int>(note->header.sender)) >= 0) deferred_.push_back(std::move(*note));
 }
 
@@ -164,12 +163,12 @@ bool Membership::pending(bool include_joins) {
   take_suspicions();
   for (const InMessage& m : deferred_)
     if (include_joins || m.header.kind != static_cast<uint16_t>(MessageKind::kJoin)) return true;
-  return zmq_->mailbox().has_kind(MessageKind::kView) ||
-         (include_joins && zmq_->mailbox().has_kind(MessageKind::kJoin));
+  return port_->mailbox().has_kind(MessageKind::kView) ||
+         (include_joins && port_->mailbox().has_kind(MessageKind::kJoin));
 }
 
 void Membership::send_text(int id, MessageKind kind, uint32_t epoch, uint64_t round, const std::string& text) {
-  zmq_->send(id, text_message(kind, epoch, round, 0, std::make_shared<const std::string>(pad_text(text))));
+  port_->send(id, text_message(kind, epoch, round, 0, std::make_shared<const std::string>(pad_text(text))));
 }
 
 void Membership::announce_leave(int64_t round) {
@@ -192,7 +191,7 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
   const View v = view_->view();
   const int me = view_->self_id();
   const auto started = Clock::now();
-  Mailbox& box = zmq_->mailbox();
+  Mailbox& box = port_->mailbox();
   box.acknowledge();
   Proposal mine;
   mine.round = round;
@@ -227,8 +226,7 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
       JoinRequest j;
       std::string word;
       uint64_t params = 0;
-      if (!(in >> word >> j.nonce >> j.endpoint >> params) || word != "join" ||
-          (j.endpoint.rfind("tcp://", 0) != 0 && j.endpoint.rfind("ipc://", 0) != 0)) {
+      if (!(in >> word >> j.nonce >> j.endpoint >> params) || word != "join" || !port_->accepts_endpoint(j.endpoint)) {
         log("peer ", me, ": dropped a malformed join request");
         return;
       }
@@ -240,7 +238,7 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
       // its old place: its new id replaces the old one in this change. With CurveZMQ only with
       // that member's own key (another could name its endpoint to evict it).
       for (const Member& m : v.members)
-        if (m.id != me && zmq_->endpoint_of(m.id) == j.endpoint && !mine.gone.count(m.id) && m.key == j.key) {
+        if (m.id != me && port_->endpoint_of(m.id) == j.endpoint && !mine.gone.count(m.id) && m.key == j.key) {
           log("peer ", me, ": peer ", m.id, " asks to join again from ", escape_for_log(j.endpoint),
               ": its old place is gone");
           mine.gone.insert(m.id);
@@ -256,7 +254,7 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
       if (!refusal.empty()) {
         log("peer ", me, ": refused the join request from ", escape_for_log(j.endpoint), ": ", refusal);
         const int address = -1 - refused_++;  // a one-off address: it is no member
-        zmq_->add_endpoint(address, j.endpoint, j.key);
+        port_->add_endpoint(address, j.endpoint, j.key);
         send_text(address, MessageKind::kWelcome, v.epoch, 0, "refused " + refusal + "\n");
         return;
       }
@@ -374,7 +372,7 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
   ViewProposal final_set = mine;
   final_set.round = resume;
   final_set.ready = true;
-  zmq_->set_last_decision(v.epoch, pad_text(proposal_text(final_set, joins)));
+  port_->set_last_decision(v.epoch, pad_text(proposal_text(final_set, joins)));
   view_->set_view(change.view, me);
   box.drop_before_epoch(change.view.epoch);
   box.acknowledge();
@@ -407,7 +405,7 @@ void Membership::send_welcome(const ViewChange& change, const JoinRequest& joine
   std::ostringstream text;
   text << "epoch " << v.epoch << "\nid " << id << "\ncontact " << view_->self_id() << "\nround " << change.resume_round
        << "\ntotal " << total_steps << "\nnext " << v.next_id << '\n';
-  for (const Member& m : v.members) text << "member " << m.id << ' ' << zmq_->endpoint_of(m.id) << ' ' << m.key << '\n';
+  for (const Member& m : v.members) text << "member " << m.id << ' ' << port_->endpoint_of(m.id) << ' ' << m.key << '\n';
   for (const auto& [nonce, admitted_id] : admitted_)
     if (v.rank_of(admitted_id) >= 0) text << "admitted " << nonce << ' ' << admitted_id << '\n';
   send_text(id, MessageKind::kWelcome, v.epoch, static_cast<uint64_t>(change.resume_round), text.str());
@@ -419,7 +417,7 @@ std::string Membership::describe_suspects() {
   for (const InMessage& m : deferred_)
     if (m.header.kind == static_cast<uint16_t>(MessageKind::kSuspect)) ids.insert(static_cast<int>(m.header.sender));
   std::string text;
-  for (int id : ids) text += (text.empty() ? "" : ", ") + std::string("peer ") + std::to_string(id) + " (" + zmq_->endpoint_of(id) + ")";
+  for (int id : ids) text += (text.empty() ? "" : ", ") + std::string("peer ") + std::to_string(id) + " (" + port_->endpoint_of(id) + ")";
   return text;
 }
 
@@ -427,20 +425,20 @@ Welcome Membership::rejoin(const std::string& why) {
   const View last = view_->view();
   const int me = view_->self_id();
   const std::string who = "peer " + std::to_string(me);
-  Mailbox& box = zmq_->mailbox();
+  Mailbox& box = port_->mailbox();
   // Stop watching the old members (their silence is why we are here) and forget what was queued
   // for the abandoned view: suspicions of them, proposals, joins sent to us.
-  zmq_->set_members({}, last.epoch);
+  port_->set_members({}, last.epoch);
   deferred_.clear();
   while (box.take_any({MessageKind::kSuspect, MessageKind::kView, MessageKind::kJoin, MessageKind::kWelcome}, Clock::now())) {
   }
   box.acknowledge();
   std::vector<Member> contacts;
   for (const Member& m : last.members)
-    if (m.id != me) contacts.push_back({m.id, zmq_->endpoint_of(m.id), m.key});
+    if (m.id != me) contacts.push_back({m.id, port_->endpoint_of(m.id), m.key});
   if (contacts.empty()) throw CutOff(who, why + "; no other member to ask");
   const uint64_t nonce = random_nonce();
-  const std::string request = join_request_text(nonce, zmq_->bound_endpoint(), num_params_, zmq_->public_key());
+  const std::string request = join_request_text(nonce, port_->own_endpoint(), num_params_, port_->public_key());
   const auto started = Clock::now();
   const auto deadline = started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
   log(who, ": asking the members of epoch ", last.epoch, " to take this peer back (its own model is dropped: it "
@@ -449,7 +447,7 @@ Welcome Membership::rejoin(const std::string& why) {
   // several members, are admitted once.
   for (size_t attempt = 0; Clock::now() < deadline; ++attempt) {
     const Member& c = contacts[attempt % contacts.size()];
-    zmq_->send_join(c.endpoint, c.key, request, nonce);
+    port_->send_join(c.endpoint, c.key, request, nonce);
     const auto until = std::min(deadline, Clock::now() + std::chrono::seconds(2));
     std::optional<InMessage> m = box.take_any({MessageKind::kWelcome}, until);
     if (!m) continue;
@@ -463,7 +461,7 @@ Welcome Membership::rejoin(const std::string& why) {
     // the way to other contacts are dropped with its join connections.
     while (box.take_any({MessageKind::kJoin, MessageKind::kSuspect}, Clock::now())) {
     }
-    zmq_->forget_join_requests();
+    port_->forget_join_requests();
     admitted_.insert(w->admitted.begin(), w->admitted.end());
     box.drop_before_epoch(w->view.epoch);
     box.acknowledge();
@@ -476,16 +474,16 @@ Welcome Membership::rejoin(const std::string& why) {
   throw CutOff(who, why + "; no member answered within " + std::to_string(timeout_s_) + " s");
 }
 
-void Membership::request_join(ZmqTransport& zmq, const std::string& contact, const std::string& contact_key,
+void Membership::request_join(MembershipPort& port, const std::string& contact, const std::string& contact_key,
                               const std::string& own_endpoint, const std::string& own_key, size_t num_params) {
   const uint64_t nonce = random_nonce();
-  zmq.send_join(contact, contact_key, join_request_text(nonce, own_endpoint, num_params, own_key), nonce);
+  port.send_join(contact, contact_key, join_request_text(nonce, own_endpoint, num_params, own_key), nonce);
   log("joining via ", contact, " as ", own_endpoint);
 }
 
-Welcome Membership::await_welcome(ZmqTransport& zmq, const std::string& contact, Clock::time_point deadline,
+Welcome Membership::await_welcome(MembershipPort& port, const std::string& contact, Clock::time_point deadline,
                                   double timeout_s) {
-  std::optional<InMessage> m = zmq.mailbox().take_any({MessageKind::kWelcome}, deadline);
+  std::optional<InMessage> m = port.mailbox().take_any({MessageKind::kWelcome}, deadline);
   if (!m)
     throw Error("gossip-peer", "cannot join via " + contact + ": no welcome within " + std::to_string(timeout_s) +
                                    " s (is a peer of this run listening there? is our key allowed? has the run ended?)");

@@ -27,11 +27,9 @@
 #include <vector>
 
 #include "common/error.h"
-#include "transport/transport.h"
+#include "transport/membership_port.h"
 
 namespace gossip::peer {
-
-class ZmqTransport;
 
 using Member = PeerAddress;
 
@@ -56,11 +54,11 @@ View next_view(const View& v, const std::set<int>& gone, const std::set<JoinRequ
 // members that announced their own leave.
 bool keeps_quorum(const View& v, const std::set<int>& gone, const std::set<int>& left);
 
-// Presents the current view as a Transport of ranks 0..n-1 over a ZmqTransport of ids, stamping
+// Presents the current view as a Transport of ranks 0..n-1 over a MembershipPort of ids, stamping
 // and matching the epoch so messages of an abandoned epoch never mix into a new one.
 class ViewTransport final : public Transport {
  public:
-  ViewTransport(ZmqTransport& inner, View view, int self_id);
+  ViewTransport(MembershipPort& inner, View view, int self_id);
   int rank() const override;
   int size() const override;
   void send(int peer, OutMessage message) override;
@@ -73,7 +71,7 @@ class ViewTransport final : public Transport {
 
   View view() const;
   int self_id() const;
-  void set_view(View view, int self_id);  // also tells the ZmqTransport whom to watch
+  void set_view(View view, int self_id);  // also tells the port whom to watch
   // Consulted when a receive is interrupted: true when a real membership change waits (the
   // receive then throws MembershipInterrupt), false for a stale one (it goes on waiting).
   void set_change_filter(std::function<bool()> filter) { filter_ = std::move(filter); }
@@ -83,7 +81,7 @@ class ViewTransport final : public Transport {
   int id_of(int rank) const;
 
  private:
-  ZmqTransport* inner_;  // owned by the peer's main, outlives this
+  MembershipPort* inner_;  // owned by the peer's main, outlives this
   mutable std::mutex mutex_;
   View view_;    // guarded by mutex_ (the comm thread reads it for status replies)
   int self_id_;  // guarded by mutex_
@@ -134,7 +132,7 @@ class Membership {
   // `timeout_s` bounds one view change (a member that neither answers nor is suspected by then
   // is an error).
   // Join requests for a model of another size than `num_params` are refused.
-  Membership(ZmqTransport& zmq, ViewTransport& view, double timeout_s, size_t num_params);
+  Membership(MembershipPort& port, ViewTransport& view, double timeout_s, size_t num_params);
   // Joins are refused in the last round (the run would end before the joiner took a step).
   void set_total_steps(int64_t total) { total_steps_ = total; }
 
@@ -162,10 +160,10 @@ class Membership {
 
   // Joiner side, in two parts so the joiner can load its data meanwhile: asks `contact` (a live
   // member's endpoint; `contact_key` its public key when the run uses CurveZMQ, `own_key` ours)...
-  static void request_join(ZmqTransport& zmq, const std::string& contact, const std::string& contact_key,
+  static void request_join(MembershipPort& port, const std::string& contact, const std::string& contact_key,
                            const std::string& own_endpoint, const std::string& own_key, size_t num_params);
   // ...then waits for the welcome until `deadline` (`timeout_s` is only quoted in the error).
-  static Welcome await_welcome(ZmqTransport& zmq, const std::string& contact, Clock::time_point deadline,
+  static Welcome await_welcome(MembershipPort& port, const std::string& contact, Clock::time_point deadline,
                                double timeout_s);
 
  private:
@@ -174,7 +172,7 @@ class Membership {
   // Moves the comm thread's suspicion notes of current members into deferred_ (others dropped).
   void take_suspicions();
 
-  ZmqTransport* zmq_;   // both owned by the peer's main, outlive this
+  MembershipPort* port_;   // both owned by the peer's main, outlive this
   ViewTransport* view_;
   double timeout_s_;
   size_t num_params_;

@@ -148,12 +148,6 @@ void ZmqTransport::set_self_id(int id) {
   wake();
 }
 
-void ZmqTransport::set_last_decision(uint32_t epoch, std::string text) {
-  std::lock_guard<std::mutex> lock(decision_mutex_);
-  decision_epoch_ = epoch;
-  decision_ = std::make_shared<const std::string>(std::move(text));
-}
-
 void ZmqTransport::add_endpoint(int id, const std::string& endpoint, const std::string& key) {
   std::lock_guard<std::mutex> lock(peers_mutex_);
   endpoints_[id] = endpoint;
@@ -597,20 +591,15 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
     // A late proposal of a change that is over: neither queued nor allowed to interrupt (an
     // interrupt with nothing to agree on would abandon a collective for nothing).
     if (kind == MessageKind::kView && h.epoch < epoch_) {
-      std::shared_ptr<const std::string> decision;
-      {
-        std::lock_guard<std::mutex> lock(decision_mutex_);
-        if (h.epoch == decision_epoch_ && h.tag == 0) decision = decision_;
-      }
+      std::optional<OutMessage> decision = decision_.answer(h);
       bool known;
       {
         std::lock_guard<std::mutex> lock(peers_mutex_);
         known = endpoints_.count(static_cast<int>(h.sender)) != 0;
       }
       if (decision && known) {  // tell the late one what was decided (even that it is gone)
-        OutMessage m = text_message(MessageKind::kView, h.epoch, 0, 1, decision);
-        m.header.sender = static_cast<uint32_t>(rank());
-        links_[static_cast<int>(h.sender)].pending.push_back(std::move(m));
+        decision->header.sender = static_cast<uint32_t>(rank());
+        links_[static_cast<int>(h.sender)].pending.push_back(std::move(*decision));
       }
       continue;
     }

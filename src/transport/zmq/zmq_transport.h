@@ -20,7 +20,7 @@
 #include "transport/control_handler.h"
 #include "transport/zmq/drop_log.h"
 #include "transport/mailbox.h"
-#include "transport/transport.h"
+#include "transport/membership_port.h"
 
 namespace gossip::peer {
 
@@ -61,7 +61,7 @@ struct ZmqTransportOptions {
 // cost page faults and zeroing. Process-wide; programs call it once at start-up.
 void tune_allocator_for_large_messages();
 
-class ZmqTransport final : public Transport {
+class ZmqTransport final : public MembershipPort {
  public:
   // Binds and starts the communication thread; throws gossip::Error if the bind fails.
   explicit ZmqTransport(ZmqTransportOptions options);
@@ -85,27 +85,23 @@ class ZmqTransport final : public Transport {
   // Largest vector a valid message may belong to; larger ones are dropped as another model shape.
   void set_max_total_floats(uint64_t n) { max_total_floats_ = n; }
 
-  // Elastic membership. A joiner learns its id from the welcome and sets it before sending; a
-  // member that rejoins after being cut off gets a new one, and then every link is made anew
-  // (connections carry the id) and its old suspicions are forgotten.
-  void set_self_id(int id);
-  const std::string& public_key() const { return options_.curve_public; }
-  // The members (id, endpoint) to heartbeat and watch; links to anyone else are closed, dropping
-  // what was queued for them. Endpoints of new ids are remembered.
-  // `epoch` is the view's: view-change messages of older epochs are dropped from then on.
-  void set_members(const std::vector<PeerAddress>& members, uint32_t epoch);
-  // The outcome of this peer's last view change (of `epoch`): a member still proposing in that
-  // epoch gets it back (kind kView, tag 1) instead of waiting for us forever.
-  void set_last_decision(uint32_t epoch, std::string text);
-  // Remembers where `id` is reached (e.g. a one-off address for a refused joiner).
-  void add_endpoint(int id, const std::string& endpoint, const std::string& key);
-  // A joiner's request, sent to any live member over a one-off "j<nonce>" connection.
-  void send_join(const std::string& contact, const std::string& contact_key, const std::string& text, uint64_t nonce);
-  // Closes every join connection at once (linger 0): copies of a request not delivered yet die.
-  void forget_join_requests();
-  // Membership messages (view changes, joins, welcomes, suspicions) wait here for the training
-  // thread, which also acknowledges the interrupt they raise.
-  Mailbox& mailbox() { return mailbox_; }
+  // Elastic membership (MembershipPort). When a rejoined member's id changes, every link is
+  // made anew (connections carry the id) and its old suspicions are forgotten. set_members closes
+  // links to anyone else, dropping what was queued for them. A join request goes over a one-off
+  // "j<nonce>.<k>" connection; forget_join_requests closes them all at once (linger 0).
+  void set_self_id(int id) override;
+  void set_members(const std::vector<PeerAddress>& members, uint32_t epoch) override;
+  void set_last_decision(uint32_t epoch, std::string text) override { decision_.set(epoch, std::move(text)); }
+  void add_endpoint(int id, const std::string& endpoint, const std::string& key) override;
+  void send_join(const std::string& contact, const std::string& contact_key, const std::string& text,
+                 uint64_t nonce) override;
+  void forget_join_requests() override;
+  std::string own_endpoint() const override { return bound_endpoint_; }
+  bool accepts_endpoint(const std::string& endpoint) const override {
+    return endpoint.rfind("tcp://", 0) == 0 || endpoint.rfind("ipc://", 0) == 0;
+  }
+  std::string public_key() const override { return options_.curve_public; }
+  Mailbox& mailbox() override { return mailbox_; }
 
  private:
   struct Link;
@@ -146,9 +142,7 @@ class ZmqTransport final : public Transport {
   std::atomic<uint64_t> connections_refused_{0};
   std::atomic<int> self_id_;
   std::atomic<uint32_t> epoch_{0};
-  std::mutex decision_mutex_;
-  uint32_t decision_epoch_ = ~0u;                          // guarded by decision_mutex_
-  std::shared_ptr<const std::string> decision_;            // guarded by decision_mutex_
+  LastDecision decision_;
   mutable std::mutex peers_mutex_;
   std::map<int, std::string> endpoints_;        // guarded by peers_mutex_: every id ever known
   std::vector<int> members_;                    // guarded by peers_mutex_: the current members

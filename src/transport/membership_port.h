@@ -1,0 +1,60 @@
+// The transport as the membership layer (src/membership) sees it: peers addressed by stable ids
+// (not ranks), a mailbox where membership messages wait, and the few settings a view change
+// makes. Both ZmqTransport and InprocTransport implement it, so the agreement runs over real
+// sockets in gossip-peer and over in-process mailboxes in thread-based tests.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transport/mailbox.h"
+#include "transport/transport.h"
+
+namespace gossip::peer {
+
+class MembershipPort : public Transport {
+ public:
+  // Membership messages (view changes, joins, welcomes, suspicion notes of the failure detector)
+  // wait here for the training thread; a proposal or a suspicion also interrupts its receives.
+  virtual Mailbox& mailbox() = 0;
+  // A joiner learns its id from the welcome; a member that rejoins after being cut off gets a new one.
+  virtual void set_self_id(int id) = 0;
+  // The members (id, endpoint, key) to watch; view-change messages of epochs before `epoch` are
+  // stale from then on (answered with the last decision, never queued).
+  virtual void set_members(const std::vector<PeerAddress>& members, uint32_t epoch) = 0;
+  // The outcome of this peer's last view change (of `epoch`): a member still proposing in that
+  // epoch gets it back (kind kView, tag 1) instead of waiting for us forever.
+  virtual void set_last_decision(uint32_t epoch, std::string text) = 0;
+  // Remembers where `id` is reached (e.g. a one-off address for a refused joiner).
+  virtual void add_endpoint(int id, const std::string& endpoint, const std::string& key) = 0;
+  // A joiner's request (text of kind kJoin) to the member listening at `contact`.
+  virtual void send_join(const std::string& contact, const std::string& contact_key, const std::string& text,
+                         uint64_t nonce) = 0;
+  // Copies of join requests not delivered yet are dropped.
+  virtual void forget_join_requests() = 0;
+  // Whether a joiner may name `endpoint` as its own (a scheme this transport connects to).
+  virtual bool accepts_endpoint(const std::string& endpoint) const = 0;
+  // Where this peer is reached (what a join request names), and its CurveZMQ public key ("" without).
+  virtual std::string own_endpoint() const = 0;
+  virtual std::string public_key() const = 0;
+};
+
+// The last view change a peer decided, kept by its transport to answer late proposals of that
+// epoch (see MembershipPort::set_last_decision). Thread-safe.
+class LastDecision {
+ public:
+  void set(uint32_t epoch, std::string text);
+  // The answer to a view-change message `h` of an epoch this peer has left: its decision, as a
+  // message of h's epoch with tag 1, when `h` is a proposal (tag 0) of the epoch decided last.
+  std::optional<OutMessage> answer(const Header& h) const;
+
+ private:
+  mutable std::mutex mutex_;
+  uint32_t epoch_ = ~0u;                    // guarded by mutex_
+  std::shared_ptr<const std::string> text_;  // guarded by mutex_
+};
+
+}  // namespace gossip::peer
