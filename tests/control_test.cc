@@ -9,6 +9,7 @@ namespace {
 
 ControlState make(int64_t total = 100) {
   ControlInfo info;
+  info.id = 1;
   info.rank = 1;
   info.n = 4;
   info.total_steps = total;
@@ -28,6 +29,15 @@ TEST(Control, StatusNamesRankRoundAndNeighbours) {
   EXPECT_EQ(ControlState::json_number(r.text, "rank"), 1);
   EXPECT_EQ(ControlState::json_number(r.text, "loss"), 0.5);
   EXPECT_NE(r.text.find("\"in\": [{\"peer\": 0"), std::string::npos) << r.text;
+}
+
+TEST(Control, StatusSaysTheStableIdBesideTheRankAfterAViewChange) {
+  ControlState c = make();
+  c.set_view(6, 2, 5, 3);  // peer 6 is now rank 2 of 5 in epoch 3
+  const std::string text = c.handle(static_cast<uint32_t>(ControlOp::kStatus), "{}").text;
+  EXPECT_EQ(ControlState::json_number(text, "id"), 6) << text;
+  EXPECT_EQ(ControlState::json_number(text, "rank"), 2) << text;
+  EXPECT_EQ(ControlState::json_number(text, "epoch"), 3) << text;
 }
 
 TEST(Control, SnapshotAtAFutureRound) {

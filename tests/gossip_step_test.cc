@@ -243,14 +243,14 @@ TEST(GossipStep, PeersWithDifferentWireSettingsGetAClearError) {
     EXPECT_NE(errors[r].find("peer 0 (inproc://0) sends gossip values as bf16"), std::string::npos) << errors[r];
 }
 
-TEST(Collectives, AllFinite) {
+TEST(Collectives, FloatScanFindsNonFiniteValues) {
   std::vector<float> v(37, 1.0f);
-  EXPECT_TRUE(all_finite(v.data(), v.size()));
+  EXPECT_TRUE(float_scan(v.data(), v.size()).finite);
   v[36] = -std::numeric_limits<float>::infinity();
-  EXPECT_FALSE(all_finite(v.data(), v.size()));
+  EXPECT_FALSE(float_scan(v.data(), v.size()).finite);
   v[36] = std::nanf("");
-  EXPECT_FALSE(all_finite(v.data(), v.size()));
-  EXPECT_TRUE(all_finite(nullptr, 0));
+  EXPECT_FALSE(float_scan(v.data(), v.size()).finite);
+  EXPECT_TRUE(float_scan(nullptr, 0).finite);
 }
 
 TEST(Collectives, AllReduceRefusesNonFiniteContributions) {

@@ -63,7 +63,7 @@ void SendGuard::wait_released(double timeout_s, const std::string& what) {
   token_.reset();
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   while (!released_->done.load(std::memory_order_acquire)) {
-    if (Clock::now() > deadline) throw Error(what, "a send did not complete within " + std::to_string(timeout_s) + " s");
+    if (Clock::now() > deadline) throw PeerLost(what, "a send did not complete within " + std::to_string(timeout_s) + " s");
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
@@ -81,8 +81,6 @@ void send_vector(Transport& t, const std::vector<int>& peers, const VectorRef& r
     const size_t c = std::min(chunk_floats, count - done);
     OutMessage m;
     m.header.kind = static_cast<uint16_t>(ref.kind);
-    m.header.sender = t.sender_id();
-    m.header.epoch = t.epoch();
     m.header.round = ref.round;
     m.header.tag = ref.tag;
     m.header.total_floats = total;
@@ -91,13 +89,8 @@ void send_vector(Transport& t, const std::vector<int>& peers, const VectorRef& r
     m.header.dtype = static_cast<uint32_t>(ref.dtype);
     m.data = static_cast<const char*>(data) + done * element_bytes(m.header.dtype);
     m.count = c;
-    m.header.payload_bytes = static_cast<uint32_t>(m.bytes());
     m.owner = owner;
-    if (peers.size() > 1) {  // identical header for every peer, so one checksum serves all
-      m.header.checksum = message_checksum(m.header, m.data, m.header.payload_bytes);
-      m.checksum_ready = true;
-    }
-    for (int p : peers) t.send(p, m);
+    t.send_to_each(peers, m);
     done += c;
   } while (done < count);
 }
@@ -116,7 +109,7 @@ std::optional<InMessage> ChunkReader::next() {
   while (!any_ || got_ < count_) {
     std::optional<InMessage> m = t_->receive(key_, deadline_);
     if (!m)
-      throw Error("peer " + std::to_string(t_->rank()),
+      throw PeerLost("peer " + std::to_string(t_->rank()),
                   "no " + kind_name(static_cast<uint16_t>(key_.kind)) + " message from " + t_->describe(peer_) +
                       " for round " + std::to_string(key_.round) + " within " + std::to_string(timeout_s_) +
                       " s: the neighbour is dead, hung or far behind");

@@ -13,6 +13,9 @@ inline constexpr int kExitUsage = 2;
 // it while it was stalled, and no member took it back): gossip-launch counts it as failed but,
 // as for a crash, lets the others go on.
 inline constexpr int kExitCutOff = 75;  // sysexits EX_TEMPFAIL: try again (the run may take it back)
+// Exit code of a peer whose neighbour went silent where it could not be left out (a receive or
+// a view change that timed out): sysexits EX_UNAVAILABLE, not a usage error.
+inline constexpr int kExitPeerLost = 69;
 
 class Error : public std::runtime_error {
  public:
@@ -29,6 +32,11 @@ class Error : public std::runtime_error {
  private:
   std::string where_;
   int exit_code_ = kExitUsage;
+};
+
+// A neighbour that did not answer in time (see kExitPeerLost).
+struct PeerLost : Error {
+  PeerLost(const std::string& where, const std::string& what) : Error(where, what, kExitPeerLost) {}
 };
 
 }  // namespace gossip

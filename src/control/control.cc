@@ -66,8 +66,9 @@ void ControlState::set_round(int64_t completed_steps) {
   round_ = completed_steps;
 }
 
-void ControlState::set_view(int rank, int n, uint32_t epoch) {
+void ControlState::set_view(int id, int rank, int n, uint32_t epoch) {
   std::lock_guard<std::mutex> lock(mutex_);
+  info_.id = id;
   info_.rank = rank;
   info_.n = n;
   epoch_ = epoch;
@@ -117,7 +118,7 @@ void ControlState::capture(int64_t completed_steps, const float* x, size_t n) {
 std::string ControlState::status_json() {
   // Caller holds mutex_.
   std::ostringstream out;
-  out << "{\"id\": " << info_.rank << ", \"rank\": " << info_.rank << ", \"round\": " << round_
+  out << "{\"id\": " << info_.id << ", \"rank\": " << info_.rank << ", \"round\": " << round_
       << ", \"total_steps\": " << info_.total_steps << ", \"finished\": " << (finished_ ? "true" : "false")
       << ", \"epoch\": " << epoch_ << ", \"algorithm\": " << quote(info_.algorithm)
       << ", \"topology\": " << quote(topology::kind_name(info_.graph.kind)) << ", \"num_params\": " << info_.num_params

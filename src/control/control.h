@@ -19,6 +19,7 @@
 namespace gossip::peer {
 
 struct ControlInfo {
+  int id = 0;  // the peer's stable id (its rank in a fixed run; an elastic run's ranks change)
   int rank = 0;
   int n = 1;
   int64_t total_steps = 0;
@@ -35,8 +36,8 @@ class ControlState final : public ControlHandler {
 
   // Training thread.
   void set_round(int64_t completed_steps);
-  // After a membership change: this peer's rank, the member count and the epoch.
-  void set_view(int rank, int n, uint32_t epoch);
+  // After a membership change: this peer's id (new after a rejoin), rank, the member count and the epoch.
+  void set_view(int id, int rank, int n, uint32_t epoch);
   void set_progress(double loss, double train_accuracy, double samples_per_s, double param_norm);
   // True when some request wants the model as it is after `completed_steps` steps.
   bool snapshot_due(int64_t completed_steps);

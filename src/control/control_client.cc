@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "transport/zmq/frames.h"
 
 namespace gossip::peer {
 
@@ -32,11 +33,8 @@ ControlAnswer ControlClient::request(ControlOp op, const std::string& json, doub
   h.tag = static_cast<uint32_t>(op);
   h.payload_bytes = static_cast<uint32_t>(text.size());
   h.total_floats = text.size() / sizeof(float);
-  h.checksum = message_checksum(h, text.data(), text.size());
-  uint8_t head[kHeaderBytes];
-  encode_header(h, head);
-  socket_.send(zmq::const_buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
-  socket_.send(zmq::const_buffer(text.data(), text.size()), zmq::send_flags::none);
+  if (!send_frames(socket_, h, text.data(), text.size()))
+    throw Error(endpoint_, "cannot queue a request (is the peer running?)");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());

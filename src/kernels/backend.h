@@ -27,7 +27,6 @@ class Backend {
   virtual void free_bytes(void* p) noexcept = 0;
   virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
-  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   virtual void fill(float* p, float value, size_t n) = 0;
   virtual void synchronize() = 0;
 

@@ -27,9 +27,6 @@ void CpuBackend::upload(void* dst, const void* host_src, size_t bytes) {
 void CpuBackend::download(void* host_dst, const void* src, size_t bytes) {
   if (bytes) std::memcpy(host_dst, src, bytes);
 }
-void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
-  if (bytes && dst != src) std::memmove(dst, src, bytes);
-}
 void CpuBackend::fill(float* p, float value, size_t n) { std::fill(p, p + n, value); }
 
 void CpuBackend::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,

@@ -15,7 +15,6 @@ class CpuBackend final : public Backend {
   void free_bytes(void* p) noexcept override;
   void upload(void* dst, const void* host_src, size_t bytes) override;
   void download(void* host_dst, const void* src, size_t bytes) override;
-  void copy(void* dst, const void* src, size_t bytes) override;
   void fill(float* p, float value, size_t n) override;
   void synchronize() override {}
 

@@ -75,9 +75,6 @@ class CudaBackend final : public Backend {
       std::memcpy(static_cast<char*>(host_dst) + off, staging_.get(), len);
     }
   }
-  void copy(void* dst, const void* src, size_t bytes) override {
-    if (bytes) GOSSIP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()));
-  }
   void fill(float* p, float value, size_t n) override { cuda::fill(p, value, n, stream()); check_launch(); }
   void synchronize() override { GOSSIP_CUDA_CHECK(cudaStreamSynchronize(stream())); }
 

@@ -27,18 +27,10 @@
 #include <vector>
 
 #include "common/error.h"
+#include "membership/view_transport.h"
 #include "transport/membership_port.h"
 
 namespace gossip::peer {
-
-using Member = PeerAddress;
-
-struct View {
-  uint32_t epoch = 0;
-  std::vector<Member> members;  // rank = index
-  int next_id = 0;              // the id the next joiner gets
-  int rank_of(int id) const;    // -1 when not a member
-};
 
 struct JoinRequest {
   uint64_t nonce = 0;  // chosen by the joiner; orders concurrent joins
@@ -54,41 +46,6 @@ View next_view(const View& v, const std::set<int>& gone, const std::set<JoinRequ
 // members that announced their own leave.
 bool keeps_quorum(const View& v, const std::set<int>& gone, const std::set<int>& left);
 
-// Presents the current view as a Transport of ranks 0..n-1 over a MembershipPort of ids, stamping
-// and matching the epoch so messages of an abandoned epoch never mix into a new one.
-class ViewTransport final : public Transport {
- public:
-  ViewTransport(MembershipPort& inner, View view, int self_id);
-  int rank() const override;
-  int size() const override;
-  void send(int peer, OutMessage message) override;
-  std::optional<InMessage> receive(const MatchKey& key, Clock::time_point deadline) override;
-  bool ready(const MatchKey& key) override;
-  std::string endpoint_of(int peer) const override;
-  TransportStats stats() const override;
-  uint32_t epoch() const override;
-  uint32_t sender_id() const override { return static_cast<uint32_t>(self_id()); }
-
-  View view() const;
-  int self_id() const;
-  void set_view(View view, int self_id);  // also tells the port whom to watch
-  // Consulted when a receive is interrupted: true when a real membership change waits (the
-  // receive then throws MembershipInterrupt), false for a stale one (it goes on waiting).
-  void set_change_filter(std::function<bool()> filter) { filter_ = std::move(filter); }
-  // While true, receives are never interrupted (a joiner fetching its first model: a change that
-  // starts meanwhile is taken part in at its first step).
-  void suspend_interrupts(bool on) { suspended_ = on; }
-  int id_of(int rank) const;
-
- private:
-  MembershipPort* inner_;  // owned by the peer's main, outlives this
-  mutable std::mutex mutex_;
-  View view_;    // guarded by mutex_ (the comm thread reads it for status replies)
-  int self_id_;  // guarded by mutex_
-  std::function<bool()> filter_;  // training thread only, as is suspended_
-  bool suspended_ = false;
-};
-
 struct ViewChange {
   View view;                        // the new view (epoch + 1)
   int64_t resume_round = 0;         // first round communicated in it
@@ -99,8 +56,7 @@ struct ViewChange {
   std::optional<std::string> cut_off;
 };
 
-// One member's proposal in a view change.
-struct ViewProposal {
+struct ViewProposal {  // one member's proposal in a view change
   int64_t round = 0;             // the next round the member would communicate in
   std::set<int> gone;            // ids leaving or suspected dead
   std::set<uint64_t> joins;      // nonces of the joiners (details in the JoinRequest map)
@@ -115,6 +71,10 @@ std::optional<ViewProposal> parse_proposal(const std::string& text, std::map<uin
 
 struct Welcome;
 std::optional<Welcome> parse_welcome(const std::string& text);
+// The text a membership message carries (padding stripped).
+std::string message_text(const InMessage& m);
+// "2, 5, 7" ("none" when empty), for log lines.
+std::string id_list(const std::set<int>& ids);
 
 struct Welcome {
   View view;
@@ -167,7 +127,14 @@ class Membership {
                                double timeout_s);
 
  private:
-  using Proposal = ViewProposal;
+  struct Change;  // one change in progress (agreement.cc)
+  void absorb(Change& c, const InMessage& m);
+  void absorb_join(Change& c, const InMessage& m);
+  void absorb_proposal(Change& c, const InMessage& m);
+  std::optional<std::string> settle(Change& c);
+  void conclude(Change& c, ViewChange& change);
+  // Why a join request for a model of `params` values at `round` is refused ("" = it is not).
+  std::string join_refusal(size_t params, int64_t round) const;
   void send_text(int id, MessageKind kind, uint32_t epoch, uint64_t round, const std::string& text);
   // Moves the comm thread's suspicion notes of current members into deferred_ (others dropped).
   void take_suspicions();

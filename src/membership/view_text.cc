@@ -24,6 +24,18 @@ bool each_line(const std::string& text, F&& f) {
 
 }  // namespace
 
+std::string message_text(const InMessage& m) {
+  std::string t(reinterpret_cast<const char*>(m.data), m.count * sizeof(float));
+  while (!t.empty() && t.back() == ' ') t.pop_back();
+  return t;
+}
+
+std::string id_list(const std::set<int>& ids) {
+  std::string s;
+  for (int id : ids) s += (s.empty() ? "" : ", ") + std::to_string(id);
+  return s.empty() ? "none" : s;
+}
+
 int View::rank_of(int id) const {
   for (size_t i = 0; i < members.size(); ++i)
     if (members[i].id == id) return static_cast<int>(i);

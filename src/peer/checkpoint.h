@@ -1,7 +1,7 @@
 // Durable per-peer checkpoints: model, optimiser state, algorithm state, step and membership.
 // A checkpoint is written to a temporary file, fsync'ed, renamed over its final name and the
 // directory fsync'ed, so a peer killed at any moment leaves every earlier checkpoint intact; the
-// newest `kKeep` are kept. Files are dir/peer-R.step-S.ckpt; each carries a CRC32C of its bytes.
+// newest kCheckpointsKept are kept. Files are dir/peer-R.step-S.ckpt; each carries a CRC32C of its bytes.
 #pragma once
 
 #include <cstdint>

@@ -33,7 +33,7 @@ enum class Algorithm { kNone, kGossip, kPushSum, kLocalSgd, kAllReduce };
 struct AlgorithmConfig {
   Algorithm kind = Algorithm::kNone;  // none = independent training (single peer)
   int global_average_every = 0;       // H > 0: exact global average after every H-th step (Gossip-PGA)
-  bool overlap = false;               // push-sum: communicate while the next step computes
+  bool overlap = false;               // push-sum: fold late messages in later rounds (up to max_staleness) instead of waiting
   int max_staleness = 2;              // overlap: rounds a neighbour's message may lag before we wait (-1: never)
   double timeout_s = 60;              // a neighbour silent this long is reported as dead
   double heartbeat_s = 0.25;          // every member gets a heartbeat this often

@@ -148,7 +148,7 @@ void DecentralizedHook::change_view(int64_t round, model::Mlp& model) {
     push_sum_->drain_discard();
     push_sum_->init(x);  // the weight rule: (x, w) ← (x/w, 1), de-biased model unchanged
   }
-  if (control_) control_->set_view(t_->rank(), t_->size(), change->view.epoch);
+  if (control_) control_->set_view(change->view.members.at(t_->rank()).id, t_->rank(), t_->size(), change->view.epoch);
   for (const JoinRequest& j : change->welcome) {
     membership_->send_welcome(*change, j, total_steps_);
     int rank = -1;  // the joiner's rank in the new view
@@ -176,7 +176,7 @@ void DecentralizedHook::rejoin(const std::string& why, model::Mlp& model) {
   resume_round_ = w.round;
   rejoined_at_ = w.round;
   reshard_ = true;
-  if (control_) control_->set_view(t_->rank(), t_->size(), w.view.epoch);
+  if (control_) control_->set_view(w.id, t_->rank(), t_->size(), w.view.epoch);
 }
 
 bool DecentralizedHook::rejoined(int64_t* next_step) {

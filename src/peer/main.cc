@@ -214,10 +214,11 @@ int run(int argc, char** argv) {
     }
     hook->set_total_steps(trainer->total_steps());
     membership->set_total_steps(trainer->total_steps());
-    gossip::peer::ControlInfo info{rank, view->size(), trainer->total_steps(), gossip::peer::algorithm_name(cfg.algorithm.kind),
+    const int id = joining ? welcome->id : rank;
+    gossip::peer::ControlInfo info{id, rank, view->size(), trainer->total_steps(), gossip::peer::algorithm_name(cfg.algorithm.kind),
                                    cfg.topology, trainer->model().num_params()};
     control = std::make_unique<gossip::peer::ControlState>(info, view.get());
-    control->set_view(rank, view->size(), initial.epoch);
+    control->set_view(id, rank, view->size(), initial.epoch);
     hook->set_control(control.get());
     transport->set_control_handler(control.get());
     trainer->set_hook(hook.get());

@@ -24,12 +24,14 @@ using Clock = std::chrono::steady_clock;
 using Owner = std::shared_ptr<const void>;
 
 struct OutMessage {
-  Header header;                // kind, round, tag, total_floats, offset, weight, dtype filled by the caller
+  // kind, round, tag, total_floats, offset, weight, dtype: filled by the caller; sender, epoch,
+  // payload_bytes and checksum: stamped by the transport alone.
+  Header header;
   const void* data = nullptr;   // `count` values of header.dtype, kept alive by `owner`
   size_t count = 0;
   size_t bytes() const { return count * element_bytes(header.dtype); }
   Owner owner;
-  bool checksum_ready = false;  // header.checksum already computed (sender field included)
+  bool checksum_ready = false;  // set by a transport that computed header.checksum already (send_to_each)
 };
 
 // A received chunk; `owner` keeps `data` alive (it points into the network buffer: no copy).
@@ -99,8 +101,13 @@ class Transport {
   virtual ~Transport() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // Queues a message to `peer` and returns at once. Sender and epoch are filled in here.
+  // Queues a message to `peer` and returns at once; the transport stamps the header's sender,
+  // epoch and checksum.
   virtual void send(int peer, OutMessage message) = 0;
+  // The same message to each of `peers` (a transport that checksums does it once for all).
+  virtual void send_to_each(const std::vector<int>& peers, const OutMessage& message) {
+    for (int p : peers) send(p, message);
+  }
   // Next chunk matching `key`, in arrival order; nullopt once `deadline` passes. Rethrows an
   // error stored by the communication thread; throws MembershipInterrupt when a membership
   // change is pending (elastic transports only).
@@ -114,8 +121,6 @@ class Transport {
   virtual TransportStats stats() const = 0;
   // The membership epoch stamped on every message sent (0 for a fixed set of peers).
   virtual uint32_t epoch() const { return 0; }
-  // What goes in the header's sender field: the rank, or a stable id in an elastic run.
-  virtual uint32_t sender_id() const { return static_cast<uint32_t>(rank()); }
 };
 
 }  // namespace gossip::peer

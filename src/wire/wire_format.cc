@@ -168,7 +168,6 @@ FloatScan float_scan(const float* v, size_t n) {
   return scan;
 }
 
-bool all_finite(const float* v, size_t n) { return float_scan(v, n).finite; }
 
 FloatScan payload_scan(const void* payload, size_t bytes, uint32_t dtype) {
   FloatScan scan;

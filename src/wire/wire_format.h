@@ -1,5 +1,6 @@
 // The one wire format of gossip (after leveldb's log_format.h / coding.h). Every message is two
-// ZeroMQ frames: a fixed 64-byte little-endian header, then the payload (float32 values, sent
+// ZeroMQ frames: a fixed 64-byte little-endian header, then the payload (values of the header's
+// dtype — float32 or bfloat16 —, text padded to whole words, or a LentRef; values are sent
 // zero-copy from the sender's buffer). Large buffers travel as several chunks, each a message
 // whose header says where its values go (offset) in a vector of `total_floats`.
 #pragma once
@@ -115,8 +116,6 @@ struct FloatScan {
 FloatScan float_scan(const float* v, size_t n);
 // The scan of a payload of `bytes` holding values of `dtype` (bf16 values are widened exactly).
 FloatScan payload_scan(const void* payload, size_t bytes, uint32_t dtype);
-// True when no value is NaN or ±Inf (an integer test on the exponent bits, so it vectorises).
-bool all_finite(const float* v, size_t n);
 
 // With `scan`, also scans the values (of `dtype`) in the same pass.
 uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, FloatScan* scan = nullptr,

@@ -73,6 +73,7 @@ class ZmqTransport final : public MembershipPort {
   int rank() const override { return self_id_; }
   int size() const override;  // one more than the largest id known
   void send(int peer, OutMessage message) override;
+  void send_to_each(const std::vector<int>& peers, const OutMessage& message) override;
   std::optional<InMessage> receive(const MatchKey& key, Clock::time_point deadline) override;
   bool ready(const MatchKey& key) override { return mailbox_.ready(key); }
   std::string endpoint_of(int peer) const override;
@@ -112,6 +113,9 @@ class ZmqTransport final : public MembershipPort {
   std::string endpoint_of_id(int id) const;
   void answer_zap(zmq::socket_t& zap);
   void receive_all(zmq::socket_t& router);
+  std::optional<std::string> judge(const std::string& who, std::vector<zmq::message_t>& frames, Header* h);
+  void accept(zmq::socket_t& router, const zmq::message_t& identity, const Header& h,
+              std::vector<zmq::message_t>& frames);
   void answer_control(zmq::socket_t& router, const zmq::message_t& identity, const Header& request,
                       const zmq::message_t& payload);
   bool flush(Link& link, int peer);
@@ -152,6 +156,8 @@ class ZmqTransport final : public MembershipPort {
     uint64_t nonce;
   };
   std::deque<PendingJoin> joins_;               // guarded by queue_mutex_
+  std::deque<PendingJoin> take_queued();
+  void send_join_requests(const std::deque<PendingJoin>& joins);
   bool relink_ = false;                         // guarded by queue_mutex_: our id changed
   bool forget_joins_ = false;                   // guarded by queue_mutex_: close the join dealers
   std::map<int, std::string> keys_;             // guarded by peers_mutex_: public keys by id

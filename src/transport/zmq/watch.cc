@@ -1,0 +1,115 @@
+// ZmqTransport's failure detector (heartbeats, suspicions, stall detection) and the re-reading
+// of rendezvous files, both on the comm thread.
+#include "transport/zmq/zmq_transport.h"
+
+#include <algorithm>
+
+#include "common/endpoint.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "transport/zmq/frames.h"
+#include "transport/rendezvous.h"
+#include "transport/zmq/link.h"
+
+namespace gossip::peer {
+
+// Heartbeats every member and reports one that has been silent too long (once), dropping what
+// was queued for it so that zero-copy buffers are released.
+void ZmqTransport::watch_members(Clock::time_point now) {
+  std::vector<int> members;
+  {
+    std::lock_guard<std::mutex> lock(peers_mutex_);
+    members = members_;
+    if (seen_members_version_ != members_version_) {
+      seen_members_version_ = members_version_;
+      watch_since_ = now;
+      for (auto it = links_.begin(); it != links_.end();) {
+        if (std::find(members_.begin(), members_.end(), it->first) == members_.end()) {
+          if (it->second.dealer) it->second.dealer->set(zmq::sockopt::linger, 0);
+          it = links_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+  }
+  // A link to a non-member (a late proposer answered with our decision, a refused joiner) is
+  // closed once its queue is empty; the dealer's linger still delivers what it took. Left open,
+  // its identity (ours) would stay taken on the ROUTER at that endpoint, and a later connection
+  // of ours there (to a peer that rejoined on it) would be parked by ZeroMQ and never read.
+  for (auto it = links_.begin(); it != links_.end();) {
+    const bool member = std::find(members.begin(), members.end(), it->first) != members.end();
+    if (!member && it->second.pending.empty() && it->second.lent.empty()) it = links_.erase(it);
+    else ++it;
+  }
+  if (!options_.elastic || options_.heartbeat_interval_s <= 0 || rank() < 0) return;
+  // This thread did not run for longer than the heartbeat timeout (the process was paused,
+  // swapped out or starved): the silence it measured is its own. What was queued meanwhile has
+  // just been read; every member gets a whole timeout again before it is suspected.
+  if (last_watch_ != Clock::time_point{} && now - last_watch_ > std::chrono::duration<double>(options_.heartbeat_timeout_s)) {
+    log("peer ", rank(), ": this peer was stalled for ", std::chrono::duration<double>(now - last_watch_).count(),
+        " s (paused or starved): members get ", options_.heartbeat_timeout_s, " s to be heard from before any is suspected");
+    watch_since_ = now;
+  }
+  last_watch_ = now;
+  const bool beat = now - last_beat_ > std::chrono::duration<double>(options_.heartbeat_interval_s);
+  if (beat) last_beat_ = now;
+  for (int id : members) {
+    if (id == rank() || suspected_[id]) continue;
+    Link& link = links_[id];
+    if (beat && link.pending.size() < 2) {
+      OutMessage m;
+      m.header.kind = static_cast<uint16_t>(MessageKind::kHeartbeat);
+      m.header.sender = static_cast<uint32_t>(rank());
+      m.data = &kMagic;  // zero values; any valid pointer
+      link.pending.push_back(std::move(m));
+    }
+    auto h = heard_.find(id);
+    const bool ever = h != heard_.end() && h->second >= watch_since_ - std::chrono::hours(1);
+    const Clock::time_point last = ever ? std::max(h->second, watch_since_) : watch_since_;
+    // Never heard of: at start-up peers may come up slowly (connect_timeout_s); a member added by
+    // a view change is already running, so it gets only a few seconds more than the timeout.
+    const double grace = seen_members_version_ == 0 ? options_.connect_timeout_s : options_.heartbeat_timeout_s + 5;
+    const double limit = ever ? options_.heartbeat_timeout_s : std::max(options_.heartbeat_timeout_s, grace);
+    if (now - last > std::chrono::duration<double>(limit)) {
+      suspected_[id] = true;
+      const auto dialled = dialled_.find(id);  // where we reached it (the file may say otherwise now)
+      log("peer ", rank(), ": no word from peer ", id, " (", dialled != dialled_.end() ? dialled->second : endpoint_of_id(id),
+          ") for ", limit, " s: suspected dead");
+      if (link.dealer) link.dealer->set(zmq::sockopt::linger, 0);
+      links_.erase(id);
+      InMessage note;
+      note.header.kind = static_cast<uint16_t>(MessageKind::kSuspect);
+      note.header.sender = static_cast<uint32_t>(id);
+      mailbox_.put(std::move(note));
+      mailbox_.interrupt();
+    }
+  }
+}
+
+// A neighbour that binds port 0 may have been dialled through a file an earlier run left (on
+// another host, where its process cannot be checked): once a second, its file is read again, and
+// when it names another endpoint the link is made anew there. Nothing is lost: with `immediate`
+// a message only leaves our queue onto a finished connection.
+void ZmqTransport::recheck_rendezvous(Clock::time_point now) {
+  if (options_.rendezvous_dir.empty() || now - last_recheck_ < std::chrono::seconds(1)) return;
+  last_recheck_ = now;
+  for (auto& [id, link] : links_) {
+    if (!link.dealer || !link.lent.empty()) continue;
+    std::string configured;
+    {
+      std::lock_guard<std::mutex> lock(peers_mutex_);
+      auto it = endpoints_.find(id);
+      if (it != endpoints_.end()) configured = it->second;
+    }
+    if (!binds_any_port(configured)) continue;
+    const std::optional<std::string> now_published = read_published(options_.rendezvous_dir, id, options_.run_id);
+    if (!now_published || *now_published == link.dialled) continue;
+    log("peer ", rank(), ": peer ", id, " now publishes ", *now_published, " (was dialled at ", link.dialled,
+        "): connecting there");
+    link.dealer->set(zmq::sockopt::linger, 0);
+    link.dealer.reset();
+  }
+}
+
+}  // namespace gossip::peer
