@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/endpoint.h"
 #include "common/error.h"
 #include "common/flags.h"
 #include "peer/config.h"
@@ -47,7 +48,7 @@ class Session {
       : sketch_(sketch), seed_(seed), timeout_(timeout) {
     for (size_t r = 0; r < endpoints.size(); ++r) {
       const std::string server =
-          keys_dir.empty() ? "" : peer::read_public_key(keys_dir + "/peer-" + std::to_string(r) + ".pub");
+          keys_dir.empty() ? "" : peer::read_public_key(peer_path(keys_dir, r, ".pub"));
       clients_.push_back(
           std::make_unique<peer::ControlClient>(context_, endpoints[r], server, own.public_key, own.secret_key));
     }
@@ -207,7 +208,7 @@ int run(int argc, char** argv) {
     // The entry peer's key: the tool does not know its rank yet, so try each peer key in turn
     // only when security is on; peer 0's is the usual entry.
     peer::ControlClient entry(ctx, flags.get_string("peer"),
-                              keys_dir.empty() ? "" : peer::read_public_key(keys_dir + "/peer-0.pub"), own.public_key,
+                              keys_dir.empty() ? "" : peer::read_public_key(peer_path(keys_dir, 0, ".pub")), own.public_key,
                               own.secret_key);
     // Right after start-up a peer may not know every neighbour's port-0 endpoint yet: ask again.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);

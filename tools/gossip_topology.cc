@@ -22,14 +22,6 @@ std::string links_text(const std::vector<topology::Link>& links) {
   return links.empty() ? "-" : out.str();
 }
 
-std::string links_json(const std::vector<topology::Link>& links) {
-  std::ostringstream out;
-  out << std::setprecision(17) << "[";
-  for (size_t i = 0; i < links.size(); ++i)
-    out << (i ? ", " : "") << "{\"peer\": " << links[i].peer << ", \"weight\": " << links[i].weight << "}";
-  return out.str() + "]";
-}
-
 int run(int argc, char** argv) {
   Flags flags("gossip-topology");
   flags.add_string("topology", "graph: " + [] {
@@ -84,7 +76,7 @@ int run(int argc, char** argv) {
       for (int i = 0; i < n; ++i) {
         topology::Neighbours nb = topology::neighbours(graph, n, i, r);
         std::cout << (i ? ", " : "") << "{\"rank\": " << i << ", \"self\": " << nb.self_weight
-                  << ", \"in\": " << links_json(nb.in) << ", \"out\": " << links_json(nb.out) << "}";
+                  << ", \"in\": " << topology::links_json(nb.in, 17) << ", \"out\": " << topology::links_json(nb.out, 17) << "}";
       }
       std::cout << "]}";
     }

@@ -24,14 +24,6 @@ std::string quote(const std::string& s) {
   return out + "\"";
 }
 
-std::string links_json(const std::vector<topology::Link>& links) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < links.size(); ++i)
-    out << (i ? ", " : "") << "{\"peer\": " << links[i].peer << ", \"weight\": " << links[i].weight << "}";
-  return out.str() + "]";
-}
-
 std::string error_json(const std::string& e) { return "{\"error\": " + quote(e) + "}"; }
 
 // An integer field in [lo, hi] (absent = 0); nullopt when present but out of range or fractional,
@@ -127,8 +119,8 @@ std::string ControlState::status_json() {
   out << "]";
   try {
     const topology::Neighbours nb = topology::neighbours(info_.graph, info_.n, info_.rank, round_);
-    out << ", \"neighbours\": {\"self\": " << nb.self_weight << ", \"in\": " << links_json(nb.in)
-        << ", \"out\": " << links_json(nb.out) << "}";
+    out << ", \"neighbours\": {\"self\": " << nb.self_weight << ", \"in\": " << topology::links_json(nb.in, 6)
+        << ", \"out\": " << topology::links_json(nb.out, 6) << "}";
   } catch (const std::exception&) {
   }
   out << ", \"loss\": " << loss_ << ", \"train_accuracy\": " << accuracy_ << ", \"samples_per_s\": " << samples_per_s_

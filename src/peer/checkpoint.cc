@@ -10,6 +10,7 @@
 #include <fstream>
 #include <regex>
 
+#include "common/endpoint.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "wire/wire_format.h"
@@ -50,7 +51,7 @@ void fsync_or_throw(int fd, const std::string& path) {
 }  // namespace
 
 std::string checkpoint_path(const std::string& dir, int rank, int64_t step) {
-  return dir + "/peer-" + std::to_string(rank) + ".step-" + std::to_string(step) + ".ckpt";
+  return peer_path(dir, rank, ".step-" + std::to_string(step) + ".ckpt");
 }
 
 void write_checkpoint(const std::string& dir, const Checkpoint& c) {

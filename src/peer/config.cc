@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/endpoint.h"
 #include "common/error.h"
 
 namespace gossip::peer {
@@ -151,7 +152,7 @@ void parse_peers(MapReader& top, RunConfig& cfg) {
   if (!ipc_dir.empty() && base_port != 0) p.fail(node, "give either base_port or ipc_dir, not both");
   p.finish();
   for (int i = 0; i < count; ++i) {
-    std::string ep = !ipc_dir.empty() ? "ipc://" + ipc_dir + "/peer-" + std::to_string(i)
+    std::string ep = !ipc_dir.empty() ? "ipc://" + peer_path(ipc_dir, i)
                                       : "tcp://" + host + ":" + std::to_string(base_port ? base_port + i : 0);
     cfg.peers.list.push_back({i, ep});
   }

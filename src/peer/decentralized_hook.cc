@@ -123,12 +123,7 @@ void DecentralizedHook::after_step(int64_t step, model::Mlp& model) {
       step >= resume_round_ && !asynchronous()) {
     guarded(step + 1, model, [&] {
       Consensus c = consensus(x);
-      if (t_->rank() == 0) {
-        std::ostringstream line;
-        line << std::scientific << std::setprecision(4) << "consensus step " << step + 1 << " xi " << c.distance
-             << " rel " << c.relative();
-        log(line.str());
-      }
+      if (t_->rank() == 0) log_consensus(step, c);
     });
   }
 }
@@ -232,21 +227,21 @@ std::string DecentralizedHook::log_extra(int64_t step, model::Mlp& model) {
   out << std::scientific << std::setprecision(3) << " consensus " << c.distance << " rel " << c.relative()
       << std::fixed << std::setprecision(1) << " sent_MB " << s.bytes_sent / 1e6 << " wait_s " << s.wait_seconds;
   if (membership_) out << " peers " << t_->size();
-  if (consensus_every_ > 0 && (step + 1) % consensus_every_ == 0 && t_->rank() == 0) {
-    std::ostringstream line;
-    line << std::scientific << std::setprecision(4) << "consensus step " << step + 1 << " xi " << c.distance
-         << " rel " << c.relative();
-    log(line.str());
-  }
+  if (consensus_every_ > 0 && (step + 1) % consensus_every_ == 0 && t_->rank() == 0) log_consensus(step, c);
   return out.str();
+}
+
+void DecentralizedHook::log_consensus(int64_t step, const Consensus& c) {
+  std::ostringstream line;
+  line << std::scientific << std::setprecision(4) << "consensus step " << step + 1 << " xi " << c.distance << " rel "
+       << c.relative();
+  log(line.str());
 }
 
 void DecentralizedHook::progress(int64_t, model::Mlp& model, double loss, double accuracy, double samples_per_s) {
   if (!control_) return;
   const float* x = host_params(model);
-  double norm = 0;
-  for (size_t i = 0; i < floats_; ++i) norm += double(x[i]) * x[i];
-  control_->set_progress(loss, accuracy, samples_per_s, std::sqrt(norm));
+  control_->set_progress(loss, accuracy, samples_per_s, std::sqrt(sum_squares(x, floats_)));
 }
 
 bool DecentralizedHook::finish(model::Mlp& model) {

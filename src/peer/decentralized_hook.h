@@ -67,6 +67,7 @@ class DecentralizedHook final : public StepHook {
   float* host_params(model::Mlp& model);     // the model's buffer on the host (downloads for CUDA)
   void store_params(model::Mlp& model);      // uploads host_ back when the model is on a device
   void global_average(float* x);
+  void log_consensus(int64_t step, const Consensus& c);  // "consensus step S xi Ξ rel Ξ/‖x̄‖²"
   void mix(int64_t step, model::Mlp& model);
   // Runs a view change (`round`: the next round this peer would communicate in) and adapts the
   // algorithms to the new view.

@@ -151,11 +151,11 @@ int run(int argc, char** argv) {
       opt.curve_secret = own.secret_key;
       opt.allowed_keys = gossip::peer::read_allowed_keys(cfg.keys_dir);
     } else if (!cfg.keys_dir.empty()) {  // CurveZMQ on every socket, allow-list = every *.pub there
-      const gossip::peer::KeyPair own = gossip::peer::read_keypair(cfg.keys_dir + "/peer-" + std::to_string(rank) + ".key");
+      const gossip::peer::KeyPair own = gossip::peer::read_keypair(gossip::peer_path(cfg.keys_dir, rank, ".key"));
       opt.curve_public = own_public_key = own.public_key;
       opt.curve_secret = own.secret_key;
       for (int j = 0; j < n; ++j)
-        peer_keys.push_back(gossip::peer::read_public_key(cfg.keys_dir + "/peer-" + std::to_string(j) + ".pub"));
+        peer_keys.push_back(gossip::peer::read_public_key(gossip::peer_path(cfg.keys_dir, j, ".pub")));
       opt.peer_public_keys = peer_keys;
       opt.allowed_keys = gossip::peer::read_allowed_keys(cfg.keys_dir);
     }

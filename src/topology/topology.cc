@@ -1,7 +1,9 @@
 #include "topology/topology.h"
 
 #include <algorithm>
+#include <iomanip>
 #include <map>
+#include <sstream>
 
 #include "common/error.h"
 
@@ -201,6 +203,14 @@ void validate_edge_list(const std::vector<std::pair<int, int>>& edges, int n) {
   for (int v = 0; v < n; ++v)
     if (!seen[v]) throw Error("topology edge_list", "graph is disconnected: peer " + std::to_string(v) +
                                                         " cannot be reached from peer 0");
+}
+
+std::string links_json(const std::vector<Link>& links, int precision) {
+  std::ostringstream out;
+  out << std::setprecision(precision) << "[";
+  for (size_t i = 0; i < links.size(); ++i)
+    out << (i ? ", " : "") << "{\"peer\": " << links[i].peer << ", \"weight\": " << links[i].weight << "}";
+  return out.str() + "]";
 }
 
 }  // namespace gossip::topology

@@ -45,6 +45,8 @@ struct Graph {
 // "push_sum_one_peer_exponential"; throws gossip::Error listing the valid names otherwise.
 Kind parse_kind(const std::string& name);
 std::string kind_name(Kind kind);
+// [{"peer": P, "weight": W}, ...] with weights printed to `precision` significant digits.
+std::string links_json(const std::vector<Link>& links, int precision);
 std::vector<std::string> kind_names();
 
 // ⌈log2 n⌉ (0 for n = 1).

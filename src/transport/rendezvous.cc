@@ -10,6 +10,7 @@
 #include <regex>
 #include <sstream>
 
+#include "common/endpoint.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -58,7 +59,7 @@ std::string staleness(const Published& p, const std::string& path, const std::st
 
 }  // namespace
 
-std::string rendezvous_path(const std::string& dir, int id) { return dir + "/peer-" + std::to_string(id); }
+std::string rendezvous_path(const std::string& dir, int id) { return peer_path(dir, id); }
 
 void publish_endpoint(const std::string& dir, int id, const std::string& endpoint, const std::string& run_id) {
   const std::string path = rendezvous_path(dir, id), tmp = path + ".tmp." + std::to_string(::getpid());

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "common/cpu_features.h"
+
 namespace gossip::peer {
 namespace {
 
@@ -54,8 +56,7 @@ uint32_t crc32c_soft(const uint8_t* p, size_t n, uint32_t crc) {
 // when one is NaN or ±Inf. The test: a float's exponent bits plus one exponent unit set bit 31
 // exactly when the exponent was all ones; OR-ed over the block and tested once at the end, so the
 // loop has no branch and vectorises (AVX2 where the CPU has it: in the checksum's pass 2.6x the
-// throughput of the scalar test it replaced, see the #4 notes). Dispatched by hand, not with
-// target_clones: an ifunc resolver runs before ThreadSanitizer's runtime and crashes it.
+// throughput of the scalar test it replaced, see the #4 notes; dispatch: common/cpu_features.h).
 template <typename Word>
 __attribute__((always_inline)) inline bool scan_body(const uint8_t* p, size_t bytes, double* sum_squares) {
   uint32_t acc = 0;
@@ -77,16 +78,15 @@ __attribute__((always_inline)) inline bool scan_body(const uint8_t* p, size_t by
 
 #if defined(__x86_64__)
 template <typename Word>
-__attribute__((target("avx2"))) bool scan_avx2(const uint8_t* p, size_t bytes, double* sum_squares) {
+GOSSIP_TARGET_AVX2 bool scan_avx2(const uint8_t* p, size_t bytes, double* sum_squares) {
   return scan_body<Word>(p, bytes, sum_squares);
 }
-const bool have_avx2 = __builtin_cpu_supports("avx2");
 #endif
 
 template <typename Word>
 bool scan_words(const uint8_t* p, size_t bytes, double* sum_squares) {
 #if defined(__x86_64__)
-  if (have_avx2) return scan_avx2<Word>(p, bytes, sum_squares);
+  if (cpu_has_avx2()) return scan_avx2<Word>(p, bytes, sum_squares);
 #endif
   return scan_body<Word>(p, bytes, sum_squares);
 }
@@ -139,13 +139,12 @@ __attribute__((target("sse4.2"))) bool crc32c_hw3(const uint8_t* p, size_t strip
   s[2] = static_cast<uint32_t>(c);
   return bad;
 }
-const bool have_sse42 = __builtin_cpu_supports("sse4.2");
 #endif
 
 // Raw CRC32C state update (no pre/post inversion).
 uint32_t crc32c_raw(const uint8_t* p, size_t n, uint32_t crc) {
 #if defined(__x86_64__)
-  if (have_sse42) return crc32c_hw(p, n, crc);
+  if (cpu_has_sse42()) return crc32c_hw(p, n, crc);
 #endif
   (void)table_ready;
   return crc32c_soft(p, n, crc);
@@ -183,7 +182,7 @@ uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, FloatSc
   double* sq = scan ? &sum_squares : nullptr;
   bool bad = false;
 #if defined(__x86_64__)
-  if (have_sse42) {
+  if (cpu_has_sse42()) {
     bad = crc32c_hw3(p, stripe, s, sq, dtype);
   } else
 #endif

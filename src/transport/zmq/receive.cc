@@ -159,7 +159,9 @@ void ZmqTransport::answer_control(zmq::socket_t& router, const zmq::message_t& i
   h.total_floats = bytes / sizeof(float);
   h.weight = reply.floats ? 1.0 : 0.0;
   // A tool that went away is simply not answered: never block the comm thread on it.
-  send_frames(router, h, data, bytes, {&identity});
+  FrameOptions to_tool;
+  to_tool.identity = &identity;
+  send_frames(router, h, data, bytes, to_tool);
 }
 
 // ZAP (RFC 27): version, request id, domain, address, identity, mechanism, credentials.

@@ -158,7 +158,9 @@ void ZmqTransport::answer_lent(zmq::socket_t& router, const zmq::message_t& iden
     return;
   }
   // ROUTER drops what it cannot route (a lender that went away).
-  send_frames(router, m.header, m.data, 0, {&identity});
+  FrameOptions to_sender;
+  to_sender.identity = &identity;
+  send_frames(router, m.header, m.data, 0, to_sender);
 }
 
 }  // namespace gossip::peer
