@@ -1,0 +1,188 @@
+#include "peer/node.h"
+
+#include <iomanip>
+#include <sstream>
+
+#include "common/endpoint.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "kernels/backend.h"
+#include "peer/checkpoint.h"
+#include "transport/rendezvous.h"
+#include "transport/zmq/curve_keys.h"
+#include "wire/wire_format.h"
+
+namespace gossip::peer {
+
+Node::Node(NodeOptions options) : options_(std::move(options)), cfg_(options_.config), rank_(options_.rank),
+                                  n_(cfg_.peers.count()) {
+  const bool joining = options_.join.has_value();
+  set_log_prefix(joining ? "[joiner] " : "[peer " + std::to_string(rank_) + "] ");
+  // Peers are the parallelism: several BLAS thread pools on one host would only fight.
+  kernels::set_cpu_threads(cfg_.threads > 0 ? cfg_.threads : (n_ > 1 ? 1 : 0));
+  if (n_ > 1 && cfg_.algorithm.kind == Algorithm::kNone) log("note: ", n_, " peers but algorithm none: each trains alone");
+  if (cfg_.algorithm.kind != Algorithm::kNone && n_ > 1) open_transport();
+  if (joining) request_join();  // then load the data while the members agree and send the welcome
+  trainer_ = std::make_unique<Trainer>(cfg_, joining ? 0 : rank_, joining ? 1 : n_, nullptr);
+  if (joining && trainer_->model().num_params() != planned_num_params(cfg_))
+    throw Error(cfg_.file, "the data set gives a model of " + std::to_string(trainer_->model().num_params()) +
+                               " parameters, not the " + std::to_string(planned_num_params(cfg_)) +
+                               " announced in the join request");
+  if (transport_) start_membership();
+  if (options_.resume) resume();
+}
+
+Node::~Node() = default;
+
+// Binds before the data is loaded, so neighbours can queue messages to us while we start.
+void Node::open_transport() {
+  const bool joining = options_.join.has_value();
+  tune_allocator_for_large_messages();
+  ZmqTransportOptions opt;
+  opt.rank = joining ? -1 : rank_;
+  if (joining) opt.bind = options_.bind;
+  else for (const auto& p : cfg_.peers.list) opt.endpoints.push_back(p.endpoint);
+  opt.elastic = true;
+  opt.heartbeat_interval_s = cfg_.algorithm.heartbeat_s;
+  opt.heartbeat_timeout_s = cfg_.algorithm.dead_after_s;
+  opt.rendezvous_dir = options_.rendezvous_dir;
+  opt.run_id = run_id_from_environment();
+  opt.max_chunk_bytes = static_cast<size_t>(cfg_.algorithm.chunk_bytes);
+  opt.single_copy = cfg_.algorithm.single_copy;
+  opt.connect_timeout_s = cfg_.algorithm.timeout_s;
+  opt.max_unverified_connections = static_cast<size_t>(cfg_.max_unverified_connections);
+  if (!cfg_.keys_dir.empty()) {  // CurveZMQ on every socket, allow-list = every *.pub there
+    if (joining && (options_.key_file.empty() || options_.join_key_file.empty()))
+      throw Error("gossip-peer", cfg_.file + " uses security: --join also needs --key (ours) and --join-key (the contact's)");
+    // A joiner brings its own key pair (the members learn its public key from the join request).
+    const KeyPair own = read_keypair(joining ? options_.key_file : peer_path(cfg_.keys_dir, rank_, ".key"));
+    opt.curve_public = own_public_key_ = own.public_key;
+    opt.curve_secret = own.secret_key;
+    if (!joining)
+      for (int j = 0; j < n_; ++j) peer_keys_.push_back(read_public_key(peer_path(cfg_.keys_dir, j, ".pub")));
+    opt.peer_public_keys = peer_keys_;
+    opt.allowed_keys = read_allowed_keys(cfg_.keys_dir);
+  }
+  transport_ = std::make_unique<ZmqTransport>(opt);
+  log("bound ", transport_->bound_endpoint(), ", algorithm ", algorithm_name(cfg_.algorithm.kind), ", topology ",
+      topology::kind_name(cfg_.topology.kind), ", ", n_, " peers");
+}
+
+void Node::request_join() {
+  join_started_ = std::chrono::steady_clock::now();
+  const std::string contact_key = options_.join_key_file.empty() ? "" : read_public_key(options_.join_key_file);
+  Membership::request_join(*transport_, *options_.join, contact_key, transport_->bound_endpoint(), own_public_key_,
+                           planned_num_params(cfg_));
+}
+
+// The view (the YAML's, or the welcome's for a joiner), membership, the algorithm hook and the
+// control channel.
+void Node::start_membership() {
+  transport_->set_max_total_floats(trainer_->model().num_params() + 16);
+  View initial;
+  for (const auto& p : cfg_.peers.list)
+    initial.members.push_back({p.id, p.endpoint, p.id < static_cast<int>(peer_keys_.size()) ? peer_keys_[p.id] : ""});
+  initial.next_id = n_;
+  std::optional<Welcome> welcome;
+  if (options_.join) {
+    const auto deadline = join_started_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                              std::chrono::duration<double>(cfg_.algorithm.timeout_s));
+    welcome = Membership::await_welcome(*transport_, *options_.join, deadline, cfg_.algorithm.timeout_s);
+    initial = welcome->view;
+    rank_ = initial.rank_of(welcome->id);
+    set_log_prefix("[peer " + std::to_string(welcome->id) + "] ");
+  }
+  const int id = welcome ? welcome->id : rank_;
+  view_ = std::make_unique<ViewTransport>(*transport_, initial, id);
+  if (welcome) view_->set_view(initial, id);
+  membership_ = std::make_unique<Membership>(*transport_, *view_, cfg_.algorithm.timeout_s, trainer_->model().num_params());
+  if (welcome) membership_->note_admitted(welcome->admitted);
+  hook_ = std::make_unique<DecentralizedHook>(cfg_, *view_, trainer_->model().num_params(), membership_.get());
+  hook_->set_leave_flag(options_.leave_flag);
+  if (welcome) take_joiner_place(*welcome, initial);
+  hook_->set_total_steps(trainer_->total_steps());
+  membership_->set_total_steps(trainer_->total_steps());
+  start_control(id, initial.epoch);
+  trainer_->set_hook(hook_.get());
+}
+
+// A joiner: its contact's model, its data shard and its first step.
+void Node::take_joiner_place(const Welcome& welcome, const View& initial) {
+  view_->suspend_interrupts(true);
+  hook_->receive_start_model(trainer_->model(), initial.rank_of(welcome.contact_id), welcome.round);
+  view_->suspend_interrupts(false);
+  trainer_->start_at(welcome.round, welcome.total_steps);
+  trainer_->reshard(rank_, view_->size());
+  hook_->start_at(welcome.round);
+  const auto now = std::chrono::steady_clock::now();
+  const double ms = std::chrono::duration<double, std::milli>(now - join_started_).count();
+  const double since_start = std::chrono::duration<double, std::milli>(now - options_.started).count();
+  log("joined as peer ", welcome.id, " (rank ", rank_, " of ", view_->size(), ", epoch ", initial.epoch,
+      "), starting at step ", welcome.round, ", ", static_cast<int>(ms), " ms after the join request (",
+      static_cast<int>(since_start), " ms after this peer started)");
+}
+
+void Node::start_control(int id, uint32_t epoch) {
+  ControlInfo info{id, rank_, view_->size(), trainer_->total_steps(), algorithm_name(cfg_.algorithm.kind),
+                   cfg_.topology, trainer_->model().num_params()};
+  control_ = std::make_unique<ControlState>(info, view_.get());
+  control_->set_view(id, rank_, view_->size(), epoch);
+  hook_->set_control(control_.get());
+  transport_->set_control_handler(control_.get());
+  if (cfg_.metrics_port >= 0) {
+    const int port = cfg_.metrics_port == 0 ? 0 : cfg_.metrics_port + rank_;
+    metrics_ = std::make_unique<MetricsServer>(cfg_.metrics_host, port, [c = control_.get()] { return c->prometheus_text(); });
+    log("metrics on http://", cfg_.metrics_host, ":", metrics_->port(), "/metrics");
+  }
+}
+
+// Loads the newest checkpoint that every peer of the run has (agreed among them, so they restart
+// at the same step) into the trainer.
+void Node::resume() {
+  const std::string who = "peer " + std::to_string(rank_);
+  if (cfg_.checkpoint_dir.empty()) throw Error(cfg_.file, "--resume needs a 'checkpoint: {dir: ...}' section");
+  std::optional<Checkpoint> c = newest_checkpoint(cfg_.checkpoint_dir, rank_);
+  const int64_t mine = c ? c->step : -1;
+  int64_t common = mine;
+  if (hook_) {
+    try {
+      common = hook_->agree_min(mine);
+    } catch (const MembershipInterrupt&) {
+      throw Error(who, "cannot resume: " + hook_->membership_problem() +
+                           " while the peers agreed on the checkpoint to resume from; start them again");
+    }
+  }
+  if (common < 0)
+    throw Error(who, std::string("cannot resume: ") + (c ? "another peer has" : "this peer has") +
+                         " no intact checkpoint in " + cfg_.checkpoint_dir);
+  std::string path = checkpoint_path(cfg_.checkpoint_dir, rank_, common);
+  if (common != mine) {  // another peer is behind: go back to the step it has
+    std::string problem;
+    c = read_checkpoint(path, &problem);
+    if (!c) throw Error(path, "the peers' newest common checkpoint is step " + std::to_string(common) +
+                                  ", but this file is " + problem);
+  }
+  trainer_->restore(*c, path);
+}
+
+std::string Node::final_line(const TrainResult& r) const {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(4) << "final: peer " << rank_ << " test_acc " << r.test.accuracy
+      << " test_loss " << r.test.loss;
+  if (r.averaged) out << " averaged_model_test_acc " << r.averaged->accuracy;
+  out << " samples/s " << std::setprecision(0) << r.samples_per_s;
+  {  // identifies the final model exactly (reproducibility checks, resume tests)
+    const std::vector<float> p = trainer_->model().download_params();
+    out << " params_crc " << std::hex << crc32c(p.data(), p.size() * sizeof(float)) << std::dec;
+  }
+  if (transport_) {
+    const auto s = transport_->stats();
+    out << std::setprecision(1) << " sent_MB " << s.bytes_sent / 1e6 << " received_MB " << s.bytes_received / 1e6
+        << " wait_s " << s.wait_seconds << " dropped " << s.messages_dropped;
+    if (s.bytes_lent) out << " lent_MB " << s.bytes_lent / 1e6;  // of sent_MB: copied by neighbours (single_copy)
+    if (s.connections_refused) out << " refused_connections " << s.connections_refused;
+  }
+  return out.str();
+}
+
+}  // namespace gossip::peer

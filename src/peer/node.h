@@ -1,0 +1,79 @@
+// One peer of a run, wired from its config: the composition root. gossip-peer's main only turns
+// flags into NodeOptions; a library user (the Python module to come) builds a Node the same way.
+// The constructor binds, asks to join (when joining), loads the data, takes part in the join and
+// resumes from a checkpoint; train() runs the loop.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control/control.h"
+#include "control/metrics_server.h"
+#include "membership/membership.h"
+#include "peer/config.h"
+#include "peer/decentralized_hook.h"
+#include "peer/trainer.h"
+#include "transport/zmq/zmq_transport.h"
+
+namespace gossip::peer {
+
+struct NodeOptions {
+  RunConfig config;
+  int rank = 0;                       // the YAML's rank (ignored when joining)
+  std::optional<std::string> join;    // join a running run through this live member's endpoint
+  std::string bind = "tcp://127.0.0.1:0";  // a joiner's own endpoint
+  std::string key_file;               // a joiner under CurveZMQ: its key pair
+  std::string join_key_file;          // ... and its contact's public key
+  std::string rendezvous_dir;         // where port-0 peers publish their endpoints
+  bool resume = false;                // continue from the newest checkpoint every peer has
+  const std::atomic<bool>* leave_flag = nullptr;  // set: leave the run gracefully at the next step
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();  // for the join log
+};
+
+class Node {
+ public:
+  explicit Node(NodeOptions options);
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  TrainResult train() { return trainer_->run(); }
+  // "final: peer R test_acc ... params_crc ... sent_MB ...": the line gossip-launch reads.
+  std::string final_line(const TrainResult& r) const;
+  // Whether this peer takes part in a run with others (false: it trains alone).
+  bool communicates() const { return transport_ != nullptr; }
+
+ private:
+  void open_transport();
+  void request_join();
+  void start_membership();
+  void take_joiner_place(const Welcome& welcome, const View& initial);
+  void start_control(int id, uint32_t epoch);
+  void resume();
+
+  NodeOptions options_;
+  const RunConfig& cfg_;
+  int rank_;
+  int n_;
+  std::vector<std::string> peer_keys_;  // CurveZMQ public keys of the YAML's peers, by rank
+  std::string own_public_key_;
+  std::chrono::steady_clock::time_point join_started_{};
+  // Destroyed in reverse order: metrics and the hook first; then the transport, whose comm
+  // thread may still be sending zero-copy from the model's buffers (on an error path), so the
+  // trainer owning those buffers goes after it; the control state, which the comm thread calls,
+  // last. The transport is still created first (bind before loading data). The view (which
+  // status replies read on the comm thread) goes after the transport too.
+  std::unique_ptr<ControlState> control_;
+  std::unique_ptr<Trainer> trainer_;
+  std::unique_ptr<ViewTransport> view_;
+  std::unique_ptr<ZmqTransport> transport_;
+  std::unique_ptr<Membership> membership_;
+  std::unique_ptr<DecentralizedHook> hook_;
+  std::unique_ptr<MetricsServer> metrics_;  // declared last: stopped first
+};
+
+}  // namespace gossip::peer
