@@ -161,8 +161,7 @@ void print_row(const Sample& s, const std::string& format, bool header, int sket
   }
 }
 
-int run(int argc, char** argv) {
-  Flags flags("gossip-consensus");
+void add_flags(Flags& flags) {
   flags.add_string("peer", "endpoint of any live peer (tcp://host:port or ipc://path)", std::nullopt);
   flags.add_string("config", "the run's YAML instead of --peer", std::nullopt);
   flags.add_string("rendezvous", "with --config: where port-0 peers published their endpoints", std::nullopt);
@@ -181,6 +180,100 @@ int run(int argc, char** argv) {
   flags.add_bool("watch", "keep measuring (a live table) until --samples or the end of the run");
   flags.add_bool("status", "print every peer's status JSON and exit");
   flags.add_bool("help", "print this help");
+}
+
+// The members' endpoints, from a live peer's status (asked again while some are unresolved).
+std::vector<std::string> members_from_peer(const std::string& endpoint, const std::string& keys_dir,
+                                           const peer::KeyPair& own, double timeout) {
+  zmq::context_t ctx;
+  // The entry peer's key: the tool does not know its rank yet, so try each peer key in turn
+  // only when security is on; peer 0's is the usual entry.
+  peer::ControlClient entry(ctx, endpoint, keys_dir.empty() ? "" : peer::read_public_key(peer_path(keys_dir, 0, ".pub")),
+                            own.public_key, own.secret_key);
+  // Right after start-up a peer may not know every neighbour's port-0 endpoint yet: ask again.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+  for (;;) {
+    const std::string st = entry.request(ControlOp::kStatus, "{}", timeout).text;
+    std::vector<std::string> members = peer::json_string_array(st, "members");
+    if (members.empty() && st.find("peer is starting") == std::string::npos)
+      throw Error(endpoint, "status lists no members: " + st);
+    const bool resolved = !members.empty() && std::none_of(members.begin(), members.end(), [](const std::string& m) {
+      return binds_any_port(m);
+    });
+    if (resolved) return members;
+    if (std::chrono::steady_clock::now() > deadline) throw Error(endpoint, "some peers have not published their endpoints yet");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// The members' endpoints, from the run's YAML (port-0 peers through the rendezvous directory).
+std::vector<std::string> members_from_config(const std::string& file, const std::optional<std::string>& rendezvous) {
+  peer::RunConfig cfg = peer::load_config(file);
+  std::vector<std::string> members;
+  for (const auto& p : cfg.peers.list) {
+    std::string ep = p.endpoint;
+    if (binds_any_port(ep)) {
+      if (!rendezvous) throw Error(cfg.file, "peers bind port 0: give --rendezvous DIR or --peer");
+      std::string stale;
+      const std::optional<std::string> published =
+          peer::read_published(*rendezvous, p.id, peer::run_id_from_environment(), &stale);
+      if (!published)
+        throw Error(*rendezvous, "peer " + std::to_string(p.id) + " has not published its endpoint" +
+                                     (stale.empty() ? "" : " (" + stale + ")"));
+      ep = *published;
+    }
+    members.push_back(ep);
+  }
+  return members;
+}
+
+struct Schedule {
+  int64_t first = 0, total = 0, stride = 1, samples = 1;
+};
+
+// Measures at the rounds `schedule` names, printing a row for each; the samples taken.
+std::vector<Sample> measure(Session& session, Schedule schedule, const std::string& format, int sketch, double timeout) {
+  // Keep a window of requested rounds ahead of the one being fetched, so peers never wait.
+  constexpr int kWindow = 16;
+  std::deque<int64_t> requested;
+  std::vector<Sample> taken;
+  int64_t planned = 0, next = schedule.first;
+  auto plan = [&] {
+    while (static_cast<int64_t>(requested.size()) < kWindow && planned < schedule.samples && next <= schedule.total) {
+      std::string why;
+      if (session.request(next, &why)) {
+        requested.push_back(next);
+        ++planned;
+      } else if (why.find("has passed") == std::string::npos) {
+        throw Error("gossip-consensus", why);
+      }
+      next += schedule.stride;
+    }
+  };
+  plan();
+  while (!requested.empty()) {
+    const int64_t r = requested.front();
+    requested.pop_front();
+    std::optional<Sample> s;
+    try {
+      s = session.fetch(r, 30 * timeout);
+    } catch (const Error& e) {
+      if (taken.empty()) throw;
+      // Peers exit right after their last step: a silent peer after some samples is the end.
+      std::cerr << "gossip-consensus: stopping: " << e.what() << "\n";
+    }
+    if (!s) break;  // the run ended
+    print_row(*s, format, taken.empty(), sketch);
+    taken.push_back(*s);
+    plan();
+  }
+  if (taken.empty()) throw Error("gossip-consensus", "the run ended before any snapshot could be taken");
+  return taken;
+}
+
+int run(int argc, char** argv) {
+  Flags flags("gossip-consensus");
+  add_flags(flags);
   flags.parse(argc, argv);
   if (flags.get_bool("help")) {
     std::fputs(flags.usage().c_str(), stdout);
@@ -194,114 +287,40 @@ int run(int argc, char** argv) {
   if (sketch < 0) throw Error("gossip-consensus", "--sketch must be >= 0");
   if (flags.has("plot") && flags.get_string("plot").size() < 4)
     throw Error("gossip-consensus", "--plot wants a file name ending in .svg");
-
   std::string keys_dir;
   peer::KeyPair own;
   if (flags.has("keys")) {
     keys_dir = flags.get_string("keys");
     own = peer::read_keypair(flags.has("key") ? flags.get_string("key") : keys_dir + "/tool.key");
   }
-  // Discover the membership.
   std::vector<std::string> members;
-  if (flags.has("peer")) {
-    zmq::context_t ctx;
-    // The entry peer's key: the tool does not know its rank yet, so try each peer key in turn
-    // only when security is on; peer 0's is the usual entry.
-    peer::ControlClient entry(ctx, flags.get_string("peer"),
-                              keys_dir.empty() ? "" : peer::read_public_key(peer_path(keys_dir, 0, ".pub")), own.public_key,
-                              own.secret_key);
-    // Right after start-up a peer may not know every neighbour's port-0 endpoint yet: ask again.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
-    for (;;) {
-      const std::string st = entry.request(ControlOp::kStatus, "{}", timeout).text;
-      members = peer::json_string_array(st, "members");
-      if (members.empty() && st.find("peer is starting") == std::string::npos)
-        throw Error(flags.get_string("peer"), "status lists no members: " + st);
-      const bool resolved = !members.empty() && std::none_of(members.begin(), members.end(), [](const std::string& m) {
-        return peer::binds_any_port(m);
-      });
-      if (resolved) break;
-      if (std::chrono::steady_clock::now() > deadline)
-        throw Error(flags.get_string("peer"), "some peers have not published their endpoints yet");
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  } else if (flags.has("config")) {
-    peer::RunConfig cfg = peer::load_config(flags.get_string("config"));
-    for (const auto& p : cfg.peers.list) {
-      std::string ep = p.endpoint;
-      if (peer::binds_any_port(ep)) {
-        if (!flags.has("rendezvous")) throw Error(cfg.file, "peers bind port 0: give --rendezvous DIR or --peer");
-        std::string stale;
-        const std::optional<std::string> published =
-            peer::read_published(flags.get_string("rendezvous"), p.id, peer::run_id_from_environment(), &stale);
-        if (!published)
-          throw Error(flags.get_string("rendezvous"), "peer " + std::to_string(p.id) + " has not published its endpoint" +
-                                                          (stale.empty() ? "" : " (" + stale + ")"));
-        ep = *published;
-      }
-      members.push_back(ep);
-    }
-  } else {
-    throw Error("gossip-consensus", "give --peer ENDPOINT or --config YAML\n" + flags.usage());
-  }
+  if (flags.has("peer")) members = members_from_peer(flags.get_string("peer"), keys_dir, own, timeout);
+  else if (flags.has("config"))
+    members = members_from_config(flags.get_string("config"), flags.has("rendezvous") ? std::optional(flags.get_string("rendezvous")) : std::nullopt);
+  else throw Error("gossip-consensus", "give --peer ENDPOINT or --config YAML\n" + flags.usage());
 
   Session session(members, sketch, static_cast<uint64_t>(flags.get_int("seed")), timeout, keys_dir, own);
   if (flags.get_bool("status")) {
     for (size_t i = 0; i < session.size(); ++i) std::cout << session.status(i) << "\n";
     return 0;
   }
-  int64_t now = 0, total = 0;
+  int64_t now = 0;
+  Schedule schedule;
   for (size_t i = 0; i < session.size(); ++i) {
     const std::string st = session.status(i);
     now = std::max<int64_t>(now, static_cast<int64_t>(ControlState::json_number(st, "round").value_or(0)));
-    total = static_cast<int64_t>(ControlState::json_number(st, "total_steps").value_or(0));
+    schedule.total = static_cast<int64_t>(ControlState::json_number(st, "total_steps").value_or(0));
   }
-  const int64_t stride = std::max<int64_t>(1, flags.get_int("stride"));
-  int64_t samples = flags.get_int("samples");
-  if (flags.get_bool("watch") && samples == 0) samples = INT64_MAX;
-  int64_t next = now + flags.get_int("ahead");
-  if (next > total) throw Error("gossip-consensus", "the run ends at round " + std::to_string(total) + ", now at " + std::to_string(now));
+  schedule.stride = std::max<int64_t>(1, flags.get_int("stride"));
+  schedule.samples = flags.get_int("samples");
+  if (flags.get_bool("watch") && schedule.samples == 0) schedule.samples = INT64_MAX;
+  schedule.first = now + flags.get_int("ahead");
+  if (schedule.first > schedule.total)
+    throw Error("gossip-consensus", "the run ends at round " + std::to_string(schedule.total) + ", now at " + std::to_string(now));
   if (sketch > 0 && format == "table")
     std::cout << "estimated from " << sketch << "-float count sketches; expected relative error of each row in its "
                  "last column (sqrt(2/k) per peer distance, less for their mean)\n";
-
-  // Keep a window of requested rounds ahead of the one being fetched, so peers never wait.
-  constexpr int kWindow = 16;
-  std::deque<int64_t> requested;
-  std::vector<Sample> taken;
-  int64_t planned = 0;
-  auto plan = [&] {
-    while (static_cast<int64_t>(requested.size()) < kWindow && planned < samples && next <= total) {
-      std::string why;
-      if (session.request(next, &why)) {
-        requested.push_back(next);
-        ++planned;
-      } else if (why.find("has passed") == std::string::npos) {
-        throw Error("gossip-consensus", why);
-      }
-      next += stride;
-    }
-  };
-  plan();
-  bool header = true;
-  while (!requested.empty()) {
-    const int64_t r = requested.front();
-    requested.pop_front();
-    std::optional<Sample> s;
-    try {
-      s = session.fetch(r, 30 * timeout);
-    } catch (const Error& e) {
-      if (taken.empty()) throw;
-      // Peers exit right after their last step: a silent peer after some samples is the end.
-      std::cerr << "gossip-consensus: stopping: " << e.what() << "\n";
-    }
-    if (!s) break;  // the run ended
-    print_row(*s, format, header, sketch);
-    header = false;
-    taken.push_back(*s);
-    plan();
-  }
-  if (taken.empty()) throw Error("gossip-consensus", "the run ended before any snapshot could be taken");
+  const std::vector<Sample> taken = measure(session, schedule, format, sketch, timeout);
   if (flags.has("plot")) {
     std::vector<tools::PlotPoint> pts;
     for (const auto& s : taken) pts.push_back({double(s.round), s.figures.xi, s.loss});

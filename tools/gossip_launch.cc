@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/endpoint.h"
 #include "common/error.h"
 #include "common/flags.h"
 #include "peer/config.h"
@@ -29,7 +30,7 @@ volatile sig_atomic_t g_signal = 0;
 void on_signal(int sig) { g_signal = sig; }
 
 struct Child {
-  int rank;
+  int rank = 0;
   pid_t pid = -1;
   int fd = -1;  // read end of its stdout+stderr
   std::string partial;
@@ -66,6 +67,150 @@ void emit(Child& c, const char* data, size_t n) {
   std::fflush(stdout);
 }
 
+// A temporary rendezvous directory when a peer binds port 0 ("" when none does).
+std::string make_rendezvous(const gossip::peer::RunConfig& cfg) {
+  bool any_port = false;
+  for (const auto& p : cfg.peers.list) any_port |= gossip::binds_any_port(p.endpoint);
+  if (!any_port) return "";
+  char tmpl[] = "/tmp/gossip-rendezvous-XXXXXX";
+  if (!::mkdtemp(tmpl)) throw gossip::Error("gossip-launch", std::string("mkdtemp: ") + std::strerror(errno));
+  return tmpl;
+}
+
+// One id for this run's peers: their rendezvous files name it, so files an earlier run left in
+// a reused directory are never taken for this run's (see transport/rendezvous.h).
+void set_run_id() {
+  if (std::getenv("GOSSIP_RUN_ID")) return;
+  std::random_device rd;
+  char id[32];
+  std::snprintf(id, sizeof(id), "launch-%08x%08x", rd(), rd());
+  ::setenv("GOSSIP_RUN_ID", id, 1);
+}
+
+// Starts `args` (args[0]: the binary) with its stdout and stderr on a pipe.
+Child spawn(int rank, std::vector<std::string> args) {
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) throw gossip::Error("gossip-launch", "pipe failed");
+  // Between fork and exec the child still runs the launcher's signal handlers, which only set a
+  // flag: a SIGTERM landing there would be lost. Block the signals across fork, reset them to
+  // the default in the child, and unblock (pending ones then act) on both sides.
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  sigprocmask(SIG_BLOCK, &block, &old);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+    ::setpgid(0, 0);  // own process group: the launcher decides who gets which signal
+    ::dup2(pipefd[1], 1);
+    ::dup2(pipefd[1], 2);
+    std::vector<char*> cargs;
+    for (auto& a : args) cargs.push_back(a.data());
+    cargs.push_back(nullptr);
+    ::execv(args[0].c_str(), cargs.data());
+    std::fprintf(stderr, "exec %s: %s\n", args[0].c_str(), std::strerror(errno));
+    ::_exit(127);
+  }
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+  ::close(pipefd[1]);
+  Child c;
+  c.rank = rank;
+  c.pid = pid;
+  c.fd = pipefd[0];
+  return c;
+}
+
+// Copies what the peers print until every pipe is closed.
+void forward_output(std::vector<Child>& children) {
+  std::vector<pollfd> fds;
+  std::vector<Child*> who;
+  for (auto& c : children)
+    if (c.fd >= 0) fds.push_back({c.fd, POLLIN, 0}), who.push_back(&c);
+  const int ready = ::poll(fds.data(), fds.size(), 500);
+  if (ready <= 0) return;
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    char buf[65536];
+    ssize_t got = ::read(fds[i].fd, buf, sizeof(buf));
+    if (got > 0) {
+      emit(*who[i], buf, static_cast<size_t>(got));
+    } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+      if (!who[i]->partial.empty()) emit(*who[i], "\n", 1);
+      ::close(who[i]->fd);
+      who[i]->fd = -1;
+    }
+  }
+}
+
+// Forwards the peers' output and the launcher's signals until all have exited; the number failed.
+int supervise(std::vector<Child>& children) {
+  int failed = 0, forwarded = 0;
+  bool stopping = false;
+  auto stop_all = [&](int sig) {
+    for (auto& c : children)
+      if (c.running) ::kill(c.pid, sig);
+  };
+  auto any_open = [&] {
+    for (const auto& c : children)
+      if (c.fd >= 0) return true;
+    return false;
+  };
+  while (any_open()) {
+    if (g_signal && forwarded != g_signal) {
+      forwarded = g_signal;
+      std::printf("gossip-launch: forwarding signal %d to the peers\n", static_cast<int>(g_signal));
+      stop_all(g_signal);
+      stopping = true;
+    }
+    forward_output(children);
+    // Reap whoever exited. A peer that fails with an error code (a bad config, a bind failure)
+    // stops the rest; one killed by a signal is a crash the others survive (elastic membership),
+    // so they carry on and the launcher only reports it.
+    for (auto& c : children) {
+      if (!c.running || ::waitpid(c.pid, &c.status, WNOHANG) != c.pid) continue;
+      c.running = false;
+      if (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0) continue;
+      ++failed;
+      std::printf("gossip-launch: peer %d failed (%s %d)\n", c.rank, WIFEXITED(c.status) ? "exit code" : "signal",
+                  WIFEXITED(c.status) ? WEXITSTATUS(c.status) : WTERMSIG(c.status));
+      // Cut off from the run (kExitCutOff): like a crash, the others carry on without it.
+      if (!stopping && WIFEXITED(c.status) && WEXITSTATUS(c.status) != gossip::kExitCutOff) {
+        std::printf("gossip-launch: stopping the other peers\n");
+        stop_all(SIGTERM);
+        stopping = true;
+      }
+    }
+  }
+  for (auto& c : children)
+    if (c.running) {
+      ::waitpid(c.pid, &c.status, 0);
+      c.running = false;
+      if (!(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) ++failed;
+    }
+  return failed;
+}
+
+// One run, one model: the peers that finished (not those that left on their own) must all hold
+// the same final model, whatever the algorithm that mixes them. Prints the last line; the exit code.
+int report(const std::vector<Child>& children, int failed, bool one_model_expected) {
+  std::set<std::string> models;
+  int cut_off = 0;
+  for (const auto& c : children) {
+    const bool ok = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
+    cut_off += WIFEXITED(c.status) && WEXITSTATUS(c.status) == gossip::kExitCutOff;
+    if (ok && !c.left && !c.params_crc.empty()) models.insert(c.params_crc);
+  }
+  std::string tail = ", " + std::to_string(models.size()) + " distinct final model" + (models.size() == 1 ? "" : "s");
+  if (cut_off) tail += " (" + std::to_string(cut_off) + " cut off from the run)";
+  if (models.size() > 1 && one_model_expected) tail += ": the run split";
+  const int n = static_cast<int>(children.size());
+  std::printf("gossip-launch: %d of %d peers succeeded%s\n", n - failed, n, tail.c_str());
+  return failed || (models.size() > 1 && one_model_expected) ? 1 : 0;
+}
+
 int run(int argc, char** argv) {
   gossip::Flags flags("gossip-launch");
   flags.add_string("peer", "path of the gossip-peer binary", self_dir() + "/gossip-peer");
@@ -83,148 +228,26 @@ int run(int argc, char** argv) {
   const int n = cfg.peers.count();
   const std::string peer_bin = flags.get_string("peer");
   if (::access(peer_bin.c_str(), X_OK) != 0) throw gossip::Error("gossip-launch", "peer binary " + peer_bin + " is not executable");
-
-  bool any_port = false;
-  for (const auto& p : cfg.peers.list)
-    any_port |= gossip::peer::binds_any_port(p.endpoint);
-  std::string rendezvous;
-  if (any_port) {
-    char tmpl[] = "/tmp/gossip-rendezvous-XXXXXX";
-    if (!::mkdtemp(tmpl)) throw gossip::Error("gossip-launch", std::string("mkdtemp: ") + std::strerror(errno));
-    rendezvous = tmpl;
-  }
-
-  // One id for this run's peers: their rendezvous files name it, so files an earlier run left in
-  // a reused directory are never taken for this run's (see transport/rendezvous.h).
-  if (!std::getenv("GOSSIP_RUN_ID")) {
-    std::random_device rd;
-    char id[32];
-    std::snprintf(id, sizeof(id), "launch-%08x%08x", rd(), rd());
-    ::setenv("GOSSIP_RUN_ID", id, 1);
-  }
-
+  const std::string rendezvous = make_rendezvous(cfg);
+  set_run_id();
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-
-  std::vector<Child> children(n);
+  std::vector<Child> children;
   for (int r = 0; r < n; ++r) {
-    int pipefd[2];
-    if (::pipe2(pipefd, O_CLOEXEC) != 0) throw gossip::Error("gossip-launch", "pipe failed");
     std::vector<std::string> args{peer_bin, "--config", config, "--rank", std::to_string(r)};
     if (!rendezvous.empty()) args.insert(args.end(), {"--rendezvous", rendezvous});
     for (const char* f : {"epochs", "device"})
       if (flags.has(f)) args.insert(args.end(), {std::string("--") + f, flags.get_string(f)});
     if (flags.get_bool("resume")) args.push_back("--resume");
-    // Between fork and exec the child still runs the launcher's signal handlers, which only set a
-    // flag: a SIGTERM landing there would be lost. Block the signals across fork, reset them to
-    // the default in the child, and unblock (pending ones then act) on both sides.
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    sigprocmask(SIG_BLOCK, &block, &old);
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      ::signal(SIGINT, SIG_DFL);
-      ::signal(SIGTERM, SIG_DFL);
-      sigprocmask(SIG_SETMASK, &old, nullptr);
-      ::setpgid(0, 0);  // own process group: the launcher decides who gets which signal
-      ::dup2(pipefd[1], 1);
-      ::dup2(pipefd[1], 2);
-      std::vector<char*> cargs;
-      for (auto& a : args) cargs.push_back(a.data());
-      cargs.push_back(nullptr);
-      ::execv(peer_bin.c_str(), cargs.data());
-      std::fprintf(stderr, "exec %s: %s\n", peer_bin.c_str(), std::strerror(errno));
-      ::_exit(127);
-    }
-    sigprocmask(SIG_SETMASK, &old, nullptr);
-    ::close(pipefd[1]);
-    children[r].rank = r;
-    children[r].pid = pid;
-    children[r].fd = pipefd[0];
+    children.push_back(spawn(r, std::move(args)));
   }
   std::printf("gossip-launch: started %d peers of %s\n", n, config.c_str());
   std::fflush(stdout);
-
-  int failed = 0, forwarded = 0;
-  bool stopping = false;
-  auto stop_all = [&](int sig) {
-    for (auto& c : children)
-      if (c.running) ::kill(c.pid, sig);
-  };
-  for (;;) {
-    if (g_signal && forwarded != g_signal) {
-      forwarded = g_signal;
-      std::printf("gossip-launch: forwarding signal %d to the peers\n", static_cast<int>(g_signal));
-      stop_all(g_signal);
-      stopping = true;
-    }
-    std::vector<pollfd> fds;
-    std::vector<Child*> who;
-    for (auto& c : children)
-      if (c.fd >= 0) fds.push_back({c.fd, POLLIN, 0}), who.push_back(&c);
-    if (fds.empty()) break;
-    int ready = ::poll(fds.data(), fds.size(), 500);
-    if (ready < 0 && errno != EINTR) break;
-    for (size_t i = 0; i < fds.size(); ++i) {
-      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      char buf[65536];
-      ssize_t got = ::read(fds[i].fd, buf, sizeof(buf));
-      if (got > 0) {
-        emit(*who[i], buf, static_cast<size_t>(got));
-      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
-        if (!who[i]->partial.empty()) emit(*who[i], "\n", 1);
-        ::close(who[i]->fd);
-        who[i]->fd = -1;
-      }
-    }
-    // Reap whoever exited. A peer that fails with an error code (a bad config, a bind failure)
-    // stops the rest; one killed by a signal is a crash the others survive (elastic membership),
-    // so they carry on and the launcher only reports it.
-    for (auto& c : children) {
-      if (!c.running) continue;
-      if (::waitpid(c.pid, &c.status, WNOHANG) == c.pid) {
-        c.running = false;
-        const bool ok = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
-        if (!ok) {
-          ++failed;
-          std::printf("gossip-launch: peer %d failed (%s %d)\n", c.rank, WIFEXITED(c.status) ? "exit code" : "signal",
-                      WIFEXITED(c.status) ? WEXITSTATUS(c.status) : WTERMSIG(c.status));
-          // Cut off from the run (kExitCutOff): like a crash, the others carry on without it.
-          if (!stopping && WIFEXITED(c.status) && WEXITSTATUS(c.status) != gossip::kExitCutOff) {
-            std::printf("gossip-launch: stopping the other peers\n");
-            stop_all(SIGTERM);
-            stopping = true;
-          }
-        }
-      }
-    }
-  }
-  for (auto& c : children)
-    if (c.running) {
-      ::waitpid(c.pid, &c.status, 0);
-      c.running = false;
-      if (!(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) ++failed;
-    }
+  const int failed = supervise(children);
   if (!rendezvous.empty()) fs::remove_all(rendezvous);
-  // One run, one model: the peers that finished (not those that left on their own) must all hold
-  // the same final model, whatever the algorithm that mixes them.
-  std::set<std::string> models;
-  int cut_off = 0;
-  for (const auto& c : children) {
-    const bool ok = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
-    cut_off += WIFEXITED(c.status) && WEXITSTATUS(c.status) == gossip::kExitCutOff;
-    if (ok && !c.left && !c.params_crc.empty()) models.insert(c.params_crc);
-  }
-  const bool one_model_expected = cfg.algorithm.kind != gossip::peer::Algorithm::kNone;
-  std::string tail = ", " + std::to_string(models.size()) + " distinct final model" + (models.size() == 1 ? "" : "s");
-  if (cut_off) tail += " (" + std::to_string(cut_off) + " cut off from the run)";
-  if (models.size() > 1 && one_model_expected) tail += ": the run split";
-  std::printf("gossip-launch: %d of %d peers succeeded%s\n", n - failed, n, tail.c_str());
-  return failed || (models.size() > 1 && one_model_expected) ? 1 : 0;
+  return report(children, failed, cfg.algorithm.kind != gossip::peer::Algorithm::kNone);
 }
 
 }  // namespace

@@ -22,6 +22,56 @@ std::string links_text(const std::vector<topology::Link>& links) {
   return links.empty() ? "-" : out.str();
 }
 
+void print_json(const topology::Graph& graph, int n, const topology::Report& report, const std::vector<double>& xi) {
+  const std::string name = topology::kind_name(graph.kind);
+  std::cout << std::setprecision(17) << "{\"topology\": \"" << name << "\", \"n\": " << n
+            << ", \"period\": " << report.period << ", \"rho_one_round\": " << report.rho_one_round
+            << ", \"rho_period\": " << report.rho_period << ", \"spectral_gap\": " << report.gap
+            << ", \"rounds\": [";
+  for (int r = 0; r < report.period; ++r) {
+    std::cout << (r ? ", " : "") << "{\"round\": " << r << ", \"ranks\": [";
+    for (int i = 0; i < n; ++i) {
+      topology::Neighbours nb = topology::neighbours(graph, n, i, r);
+      std::cout << (i ? ", " : "") << "{\"rank\": " << i << ", \"self\": " << nb.self_weight
+                << ", \"in\": " << topology::links_json(nb.in, 17) << ", \"out\": " << topology::links_json(nb.out, 17) << "}";
+    }
+    std::cout << "]}";
+  }
+  std::cout << "], \"consensus_distance\": [";
+  for (size_t k = 0; k < xi.size(); ++k) std::cout << (k ? ", " : "") << xi[k];
+  std::cout << "]}\n";
+}
+
+void print_text(const topology::Graph& graph, int n, const topology::Report& report, const std::vector<double>& xi,
+                int dim) {
+  const std::string name = topology::kind_name(graph.kind);
+  std::cout << "topology " << name << ", n = " << n << ", period " << report.period << "\n";
+  for (int r = 0; r < report.period; ++r) {
+    if (report.period > 1) std::cout << "round " << r << " (mod " << report.period << ")\n";
+    std::cout << "rank  self    in (peer:weight)             out (peer:weight)\n";
+    for (int i = 0; i < n; ++i) {
+      topology::Neighbours nb = topology::neighbours(graph, n, i, r);
+      std::cout << std::left << std::setw(6) << i << std::fixed << std::setprecision(4) << std::setw(8)
+                << nb.self_weight << std::setw(29) << links_text(nb.in) << links_text(nb.out) << "\n";
+    }
+  }
+  std::cout << std::right << std::setprecision(6) << "rho (one round)      " << report.rho_one_round << "\n";
+  if (report.period > 1)
+    std::cout << "rho (" << report.period << "-round product) " << report.rho_period << "\n";
+  std::cout << "spectral gap         " << report.gap << " per round\n";
+  std::cout << "pure averaging from random vectors (dim " << dim << "): consensus distance per round\n";
+  std::cout << std::scientific << std::setprecision(4);
+  for (size_t k = 0; k < xi.size(); ++k)
+    std::cout << "round " << std::setw(3) << k << "  " << xi[k]
+              << (k ? "  ratio " + [&] {
+                   std::ostringstream o;
+                   o << std::fixed << std::setprecision(4) << (xi[k - 1] > 0 ? xi[k] / xi[k - 1] : 0.0);
+                   return o.str();
+                 }()
+                    : "")
+              << "\n";
+}
+
 int run(int argc, char** argv) {
   Flags flags("gossip-topology");
   flags.add_string("topology", "graph: " + [] {
@@ -64,53 +114,8 @@ int run(int argc, char** argv) {
 
   const topology::Report report = topology::analyse(graph, n);
   const std::vector<double> xi = topology::simulate_consensus(graph, n, rounds, dim, flags.get_int("seed"));
-  const std::string name = topology::kind_name(graph.kind);
-
-  if (format == "json") {
-    std::cout << std::setprecision(17) << "{\"topology\": \"" << name << "\", \"n\": " << n
-              << ", \"period\": " << report.period << ", \"rho_one_round\": " << report.rho_one_round
-              << ", \"rho_period\": " << report.rho_period << ", \"spectral_gap\": " << report.gap
-              << ", \"rounds\": [";
-    for (int r = 0; r < report.period; ++r) {
-      std::cout << (r ? ", " : "") << "{\"round\": " << r << ", \"ranks\": [";
-      for (int i = 0; i < n; ++i) {
-        topology::Neighbours nb = topology::neighbours(graph, n, i, r);
-        std::cout << (i ? ", " : "") << "{\"rank\": " << i << ", \"self\": " << nb.self_weight
-                  << ", \"in\": " << topology::links_json(nb.in, 17) << ", \"out\": " << topology::links_json(nb.out, 17) << "}";
-      }
-      std::cout << "]}";
-    }
-    std::cout << "], \"consensus_distance\": [";
-    for (size_t k = 0; k < xi.size(); ++k) std::cout << (k ? ", " : "") << xi[k];
-    std::cout << "]}\n";
-    return 0;
-  }
-
-  std::cout << "topology " << name << ", n = " << n << ", period " << report.period << "\n";
-  for (int r = 0; r < report.period; ++r) {
-    if (report.period > 1) std::cout << "round " << r << " (mod " << report.period << ")\n";
-    std::cout << "rank  self    in (peer:weight)             out (peer:weight)\n";
-    for (int i = 0; i < n; ++i) {
-      topology::Neighbours nb = topology::neighbours(graph, n, i, r);
-      std::cout << std::left << std::setw(6) << i << std::fixed << std::setprecision(4) << std::setw(8)
-                << nb.self_weight << std::setw(29) << links_text(nb.in) << links_text(nb.out) << "\n";
-    }
-  }
-  std::cout << std::right << std::setprecision(6) << "rho (one round)      " << report.rho_one_round << "\n";
-  if (report.period > 1)
-    std::cout << "rho (" << report.period << "-round product) " << report.rho_period << "\n";
-  std::cout << "spectral gap         " << report.gap << " per round\n";
-  std::cout << "pure averaging from random vectors (dim " << dim << "): consensus distance per round\n";
-  std::cout << std::scientific << std::setprecision(4);
-  for (size_t k = 0; k < xi.size(); ++k)
-    std::cout << "round " << std::setw(3) << k << "  " << xi[k]
-              << (k ? "  ratio " + [&] {
-                   std::ostringstream o;
-                   o << std::fixed << std::setprecision(4) << (xi[k - 1] > 0 ? xi[k] / xi[k - 1] : 0.0);
-                   return o.str();
-                 }()
-                    : "")
-              << "\n";
+  if (format == "json") print_json(graph, n, report, xi);
+  else print_text(graph, n, report, xi, dim);
   return 0;
 }
 
