@@ -143,27 +143,32 @@ GossipStep::GossipStep(Transport& transport, topology::Graph graph, size_t float
       max_norm_ratio_(max_norm_ratio),
       wire_(wire) {}
 
+// Sends `in` to every out-neighbour (bf16: rounded chunk by chunk, each sent as soon as it is
+// ready; released, like `in`, before step() returns through the guard, so the buffer is reused
+// every round).
+void GossipStep::send_own(const topology::Neighbours& nb, const VectorRef& ref, const float* in, SendGuard& guard) {
+  std::vector<int> out_peers;
+  for (const topology::Link& l : nb.out) out_peers.push_back(l.peer);
+  if (wire_ != Dtype::kBf16) {
+    send_vector(*t_, out_peers, ref, in, guard.owner(), 0, floats_, floats_, 0, chunk_floats_);
+    return;
+  }
+  rounded_.resize(floats_);
+  size_t done = 0;
+  do {
+    const size_t c = std::min(chunk_floats_, floats_ - done);
+    kernels::to_bf16(in + done, rounded_.data() + done, c);
+    send_vector(*t_, out_peers, ref, rounded_.data() + done, guard.owner(), done, c, floats_, 0, chunk_floats_);
+    done += c;
+  } while (done < floats_);
+}
+
 void GossipStep::step(uint64_t round, const float* in, float* out) {
   const topology::Neighbours nb = topology::neighbours(graph_, t_->size(), t_->rank(), static_cast<int64_t>(round));
   const bool bf16 = wire_ == Dtype::kBf16;
   const VectorRef ref{MessageKind::kGossip, round, 0, wire_};
   SendGuard guard;
-  std::vector<int> out_peers;
-  for (const topology::Link& l : nb.out) out_peers.push_back(l.peer);
-  if (bf16) {
-    // Rounded chunk by chunk, each sent as soon as it is ready; released, like `in`, before
-    // step() returns (the guard), so the buffer is reused every round.
-    rounded_.resize(floats_);
-    size_t done = 0;
-    do {
-      const size_t c = std::min(chunk_floats_, floats_ - done);
-      kernels::to_bf16(in + done, rounded_.data() + done, c);
-      send_vector(*t_, out_peers, ref, rounded_.data() + done, guard.owner(), done, c, floats_, 0, chunk_floats_);
-      done += c;
-    } while (done < floats_);
-  } else {
-    send_vector(*t_, out_peers, ref, in, guard.owner(), 0, floats_, floats_, 0, chunk_floats_);
-  }
+  send_own(nb, ref, in, guard);
   const float self = static_cast<float>(nb.self_weight);
   double in_weight = 0;
   for (const topology::Link& l : nb.in) in_weight += l.weight;

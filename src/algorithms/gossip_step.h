@@ -31,6 +31,7 @@ class GossipStep {
   void step(uint64_t round, const float* in, float* out);
 
  private:
+  void send_own(const topology::Neighbours& nb, const VectorRef& ref, const float* in, SendGuard& guard);
   Transport* t_;  // owned by the peer's main, outlives the step
   topology::Graph graph_;
   size_t floats_;

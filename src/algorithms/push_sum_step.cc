@@ -78,24 +78,8 @@ void PushSumStep::fold(const Expected& e) {
         }).weight;
 }
 
-void PushSumStep::step(uint64_t round, float* z) {
-  topology::Neighbours nb = topology::neighbours(graph_, t_->size(), t_->rank(), static_cast<int64_t>(round));
-  if (!started_) {
-    started_ = true;
-    first_round_ = round;
-  }
-  if (asynchronous()) {
-    // An out-neighbour that said it has finished its rounds gets a message without mass (its
-    // share stays here), so that the numbering of every link still adds up.
-    for (topology::Link& l : nb.out) {
-      if (!finished_.count(l.peer) && t_->ready(MatchKey{MessageKind::kPushSum, l.peer, 0, kDoneTag}))
-        finished_.insert(l.peer);
-      if (finished_.count(l.peer)) {
-        nb.self_weight += l.weight;
-        l.weight = 0;
-      }
-    }
-  }
+// Applies the local update to the numerator and sends each out-neighbour its share.
+void PushSumStep::send_shares(const topology::Neighbours& nb, uint64_t round, const float* z) {
   // The round field: the round, or (asynchronous) this link's message number.
   auto ref = [&](int peer) {
     return VectorRef{MessageKind::kPushSum, asynchronous() ? sent_on_link_[peer]++ : round, 0, wire_};
@@ -155,6 +139,27 @@ void PushSumStep::step(uint64_t round, float* z) {
     if (bf16)
       for (size_t i = 0; i < floats_; ++i) x_[i] += residual_[i];
   }
+}
+
+void PushSumStep::step(uint64_t round, float* z) {
+  topology::Neighbours nb = topology::neighbours(graph_, t_->size(), t_->rank(), static_cast<int64_t>(round));
+  if (!started_) {
+    started_ = true;
+    first_round_ = round;
+  }
+  if (asynchronous()) {
+    // An out-neighbour that said it has finished its rounds gets a message without mass (its
+    // share stays here), so that the numbering of every link still adds up.
+    for (topology::Link& l : nb.out) {
+      if (!finished_.count(l.peer) && t_->ready(MatchKey{MessageKind::kPushSum, l.peer, 0, kDoneTag}))
+        finished_.insert(l.peer);
+      if (finished_.count(l.peer)) {
+        nb.self_weight += l.weight;
+        l.weight = 0;
+      }
+    }
+  }
+  send_shares(nb, round, z);
   w_ *= nb.self_weight;
   if (asynchronous()) {  // whatever has arrived on each link, in order; never wait
     fold_arrived();

@@ -64,6 +64,7 @@ class PushSumStep {
   // [first_round_, total_rounds_) (recomputed when n or the first round changes).
   const std::map<int, uint64_t>& link_totals();
   void fold_arrived();
+  void send_shares(const topology::Neighbours& nb, uint64_t round, const float* z);
 
   Transport* t_;  // owned by the peer's main, outlives the step
   topology::Graph graph_;
