@@ -44,7 +44,7 @@ optimizer: {lr: 0.1, momentum: 0.5, nesterov: true, batch: 8, epochs: 2, schedul
   EXPECT_EQ(c.train.hidden, (std::vector<int>{32, 16}));
   EXPECT_EQ(c.data.synthetic_classes, 3);
   EXPECT_TRUE(c.train.optimizer.nesterov);
-  EXPECT_EQ(c.train.schedule.kind, "step");
+  EXPECT_EQ(c.train.schedule.kind, model::ScheduleKind::kStep);
 }
 
 // Each malformed input gives one error naming file, line and field.

@@ -57,7 +57,7 @@ TEST(Trainer, HookSeesEveryStep) {
 
 TEST(Trainer, MissingDataDirectoryNamesTheFile) {
   RunConfig c = synthetic_config();
-  c.data.dataset = "fashion-mnist";
+  c.data.dataset = Dataset::kFashionMnist;
   c.data.dir = "/nonexistent-data";
   try {
     Trainer t(c, 0, 1, nullptr);

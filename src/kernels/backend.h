@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace gossip::kernels {
@@ -50,7 +51,12 @@ class Backend {
   virtual void scale(size_t n, float a, float* x) = 0;                 // x *= a
 };
 
-// "cpu", "cuda" or "auto" (CUDA when a device answers, else CPU with a log line).
+enum class Device { kAuto, kCpu, kCuda };
+// "auto", "cpu", "cuda" (the YAML's and the flags' names); nullopt for any other.
+std::optional<Device> parse_device(const std::string& name);
+// kAuto: CUDA when a device answers, else CPU with a log line.
+std::unique_ptr<Backend> make_backend(Device device);
+// By name; throws gossip::Error for an unknown one.
 std::unique_ptr<Backend> make_backend(const std::string& device);
 std::unique_ptr<Backend> make_cpu_backend();
 // Threads OpenBLAS may use in this process (0 leaves the library's default).

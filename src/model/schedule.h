@@ -2,12 +2,17 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace gossip::model {
 
+enum class ScheduleKind { kConstant, kStep, kCosine };
+// "constant", "step", "cosine" (the YAML's names); nullopt for any other.
+std::optional<ScheduleKind> parse_schedule_kind(const std::string& name);
+
 struct ScheduleConfig {
-  std::string kind = "constant";  // constant | step | cosine
+  ScheduleKind kind = ScheduleKind::kConstant;
   double base_lr = 0.05;          // peak learning rate
   int64_t warmup_steps = 0;       // linear warm-up from 0 to base_lr over these steps
   int64_t step_every = 0;         // kind=step: multiply by gamma every this many steps

@@ -52,15 +52,22 @@ class MapReader {
       fail(v, std::string("expected ") + type_name + ", got '" + v.Scalar() + "'", key);
     }
   }
-  void read_string(const std::string& key, std::string& out, std::initializer_list<const char*> allowed = {}) {
-    read(key, out, "a string");
-    if (allowed.size() == 0 || !has(key)) return;
+  void read_string(const std::string& key, std::string& out) { read(key, out, "a string"); }
+  // A string that must be one of `choices` (YAML name, value): the value goes to `out`.
+  template <typename E>
+  void read_choice(const std::string& key, E& out, std::initializer_list<std::pair<const char*, E>> choices) {
+    if (!has(key)) return;
+    std::string name;
+    read(key, name, "a string");
     std::string list;
-    for (const char* a : allowed) {
-      if (out == a) return;
-      list += (list.empty() ? "" : ", ") + std::string(a);
+    for (const auto& [choice, value] : choices) {
+      if (name == choice) {
+        out = value;
+        return;
+      }
+      list += (list.empty() ? "" : ", ") + std::string(choice);
     }
-    fail(get(key), "'" + out + "' is not one of " + list, key);
+    fail(get(key), "'" + name + "' is not one of " + list, key);
   }
   template <typename T>
   void read_number(const std::string& key, T& out, double min, double max) {
@@ -235,9 +242,7 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
     r.read_number("dead_after_s", a.dead_after_s, 0.1, 86400);
     r.read_number("chunk_bytes", a.chunk_bytes, 4096, 1 << 30);
     r.read_number("max_norm_ratio", a.max_norm_ratio, 0, 1e30);
-    std::string wire = dtype_name(static_cast<uint32_t>(a.wire));
-    r.read_string("wire", wire, {"f32", "bf16"});
-    a.wire = wire == "bf16" ? Dtype::kBf16 : Dtype::kF32;
+    r.read_choice("wire", a.wire, {{"f32", Dtype::kF32}, {"bf16", Dtype::kBf16}});
     r.read("single_copy", a.single_copy, "true or false");
     r.finish();
   }
@@ -264,9 +269,9 @@ void parse_data(MapReader& top, RunConfig& cfg) {
   if (!top.has("data")) return;
   MapReader d(top.get("data"), top.file(), "data");
   DataConfig& c = cfg.data;
-  d.read_string("dataset", c.dataset, {"fashion-mnist", "synthetic"});
+  d.read_choice("dataset", c.dataset, {{"fashion-mnist", Dataset::kFashionMnist}, {"synthetic", Dataset::kSynthetic}});
   d.read_string("dir", c.dir);
-  d.read_string("sharding", c.sharding, {"iid", "dirichlet"});
+  d.read_choice("sharding", c.sharding, {{"iid", Sharding::kIid}, {"dirichlet", Sharding::kDirichlet}});
   d.read_number("dirichlet_alpha", c.dirichlet_alpha, 1e-6, 1e6);
   d.read_number("limit_train", c.limit_train, 0, 1e12);
   if (d.has("synthetic")) {
@@ -312,19 +317,21 @@ void parse_train(MapReader& top, RunConfig& cfg) {
   o.read_number("epochs", t.epochs, 0, 1e6);
   if (o.has("schedule")) {
     YAML::Node s = o.get("schedule");
+    std::string kind = "constant";
     if (s.IsScalar()) {
-      t.schedule.kind = s.Scalar();
+      kind = s.Scalar();
     } else {
       MapReader sr(s, top.file(), "optimizer.schedule");
-      sr.read_string("kind", t.schedule.kind);
+      sr.read_string("kind", kind);
       sr.read_number("warmup_steps", t.schedule.warmup_steps, 0, 1e12);
       sr.read_number("step_every", t.schedule.step_every, 0, 1e12);
       sr.read_number("gamma", t.schedule.gamma, 0, 1);
       sr.read_number("min_lr", t.schedule.min_lr, 0, 1e3);
       sr.finish();
     }
-    if (t.schedule.kind != "constant" && t.schedule.kind != "step" && t.schedule.kind != "cosine")
-      o.fail(s, "'" + t.schedule.kind + "' is not one of constant, step, cosine", "schedule");
+    const std::optional<model::ScheduleKind> parsed = model::parse_schedule_kind(kind);
+    if (!parsed) o.fail(s, "'" + kind + "' is not one of constant, step, cosine", "schedule");
+    t.schedule.kind = *parsed;
   }
   o.finish();
 }
@@ -365,11 +372,12 @@ RunConfig parse_config_unguarded(const std::string& yaml_text, const std::string
   cfg.file = file_name;
   MapReader top(root, file_name, "");
   top.read_number("seed", cfg.seed, 0, 1.8e19);
-  top.read_string("device", cfg.device, {"auto", "cpu", "cuda"});
+  top.read_choice("device", cfg.device,
+                  {{"auto", kernels::Device::kAuto}, {"cpu", kernels::Device::kCpu}, {"cuda", kernels::Device::kCuda}});
   top.read_number("log_every", cfg.log_every, 1, 1e9);
   top.read_number("consensus_every", cfg.consensus_every, 0, 1e9);
   top.read_number("eval_every", cfg.eval_every, 0, 1e9);
-  top.read_string("init", cfg.init, {"same", "per_rank"});
+  top.read_choice("init", cfg.init, {{"same", Init::kSame}, {"per_rank", Init::kPerRank}});
   top.read_number("threads", cfg.threads, 0, 1024);
   top.read_number("max_unverified_connections", cfg.max_unverified_connections, 0, 1 << 20);
   if (top.has("security")) {

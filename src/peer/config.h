@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/endpoint.h"
+#include "kernels/backend.h"
 #include "model/optimizer.h"
 #include "model/schedule.h"
 #include "wire/wire_format.h"
@@ -47,10 +48,14 @@ struct AlgorithmConfig {
   bool single_copy = false;
 };
 
+enum class Dataset { kFashionMnist, kSynthetic };  // YAML: fashion-mnist | synthetic
+enum class Sharding { kIid, kDirichlet };          // YAML: iid | dirichlet
+enum class Init { kSame, kPerRank };               // YAML: same | per_rank
+
 struct DataConfig {
-  std::string dataset = "fashion-mnist";          // fashion-mnist | synthetic
+  Dataset dataset = Dataset::kFashionMnist;
   std::string dir = "/usr/share/datasets/fashion-mnist";
-  std::string sharding = "iid";                   // iid | dirichlet
+  Sharding sharding = Sharding::kIid;
   double dirichlet_alpha = 0.5;                   // sharding=dirichlet: concentration
   int64_t limit_train = 0;                        // use only the first N training rows (0 = all)
   int synthetic_train = 4000;                     // dataset=synthetic: rows
@@ -71,12 +76,12 @@ struct TrainConfig {
 struct RunConfig {
   std::string file;                  // where the config came from (for messages)
   uint64_t seed = 1;                 // model init, shuffles and sharding derive from it
-  std::string device = "auto";       // auto | cpu | cuda
+  kernels::Device device = kernels::Device::kAuto;  // YAML: auto | cpu | cuda
   int log_every = 100;               // steps between progress lines (with the consensus distance)
   int consensus_every = 0;           // also log Ξ every this many steps (0 = only at progress lines)
   int eval_every = 0;                // log the local model's test accuracy every this many steps (0 = only at the end)
   int threads = 0;                   // BLAS threads per peer; 0 = 1 when several peers share the host, else all
-  std::string init = "same";         // same | per_rank: identical or per-peer initial models
+  Init init = Init::kSame;           // identical or per-peer initial models
   int metrics_port = -1;             // Prometheus /metrics: -1 off, 0 any free port, P: P + rank
   std::string metrics_host = "127.0.0.1";
   std::string keys_dir;              // CurveZMQ: peer-R.key / *.pub directory (empty = no encryption)

@@ -49,7 +49,11 @@ gossip::peer::NodeOptions node_options(const gossip::Flags& flags) {
   gossip::peer::NodeOptions o;
   gossip::peer::RunConfig& cfg = o.config;
   cfg = gossip::peer::load_config(flags.get_string("config"));
-  if (flags.has("device")) cfg.device = flags.get_string("device");
+  if (flags.has("device")) {
+    const std::optional<gossip::kernels::Device> device = gossip::kernels::parse_device(flags.get_string("device"));
+    if (!device) throw gossip::Error("gossip-peer", "--device must be auto, cpu or cuda, not '" + flags.get_string("device") + "'");
+    cfg.device = *device;
+  }
   if (flags.has("epochs")) cfg.train.epochs = flags.get_double("epochs");
   if (flags.has("slowdown")) {
     cfg.slowdown = flags.get_double("slowdown");

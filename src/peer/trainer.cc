@@ -17,7 +17,7 @@ namespace gossip::peer {
 
 model::TrainTest load_data(const DataConfig& c, uint64_t seed) {
   model::TrainTest tt;
-  if (c.dataset == "synthetic") {
+  if (c.dataset == Dataset::kSynthetic) {
     tt = model::make_synthetic(c.synthetic_train, c.synthetic_test, c.synthetic_dims, c.synthetic_classes, seed,
                                c.synthetic_noise);
   } else {
@@ -44,7 +44,7 @@ std::vector<int> layer_dims(int inputs, const TrainConfig& train, int classes) {
 }  // namespace
 
 size_t planned_num_params(const RunConfig& c) {
-  const bool synthetic = c.data.dataset == "synthetic";  // else Fashion-MNIST: 28×28 pixels, 10 classes
+  const bool synthetic = c.data.dataset == Dataset::kSynthetic;  // else Fashion-MNIST: 28×28 pixels, 10 classes
   return model::count_params(layer_dims(synthetic ? c.data.synthetic_dims : 28 * 28, c.train,
                                         synthetic ? c.data.synthetic_classes : 10));
 }
@@ -63,7 +63,7 @@ Trainer::Trainer(const RunConfig& config, int rank, int n, StepHook* hook)
   const std::vector<int> dims = layer_dims(data_.train.cols, config.train, data_.train.classes);
   const int rows = std::max(batch, kEvalBatch);  // training and evaluation share the buffers
   model_ = std::make_unique<model::Mlp>(*backend_, dims, rows);
-  model_->init(config.init == "per_rank" ? config.seed + 1000003ull * (rank + 1) : config.seed);
+  model_->init(config.init == Init::kPerRank ? config.seed + 1000003ull * (rank + 1) : config.seed);
   sgd_ = std::make_unique<model::Sgd>(*model_, config.train.optimizer);
   batch_x_.resize(size_t(rows) * data_.train.cols);
   batch_y_.resize(rows);
@@ -71,7 +71,7 @@ Trainer::Trainer(const RunConfig& config, int rank, int n, StepHook* hook)
 
 void Trainer::reshard(int rank, int n) {
   const uint64_t shard_seed = config_.seed * 0x9E3779B97F4A7C15ull + 17;
-  shard_ = config_.data.sharding == "dirichlet"
+  shard_ = config_.data.sharding == Sharding::kDirichlet
                ? model::shard_dirichlet(data_.train.y, data_.train.classes, n, rank, config_.data.dirichlet_alpha, shard_seed)
                : model::shard_iid(data_.train.rows, n, rank, shard_seed);
   if (shard_.empty())
