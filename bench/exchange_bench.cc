@@ -29,7 +29,7 @@ double run_peer(int rank, int n, size_t floats, const std::string& algo, int rou
   for (int i = 0; i < n; ++i)
     o.endpoints.push_back(scheme == "ipc" ? "ipc://" + dir + "/ep-" + std::to_string(i) : "tcp://127.0.0.1:0");
   o.rendezvous_dir = dir;
-  o.max_chunk_bytes = chunk_floats * 4;
+  o.chunk_bytes = chunk_floats * 4;
   o.single_copy = single_copy;
   peer::ZmqTransport t(o);
   std::vector<float> x(floats, 1.0f + 0.01f * float(rank)), y(floats);  // alike, as models are: no outliers

@@ -37,8 +37,8 @@ class ZmqTransportTest : public ::testing::Test {
     o.endpoints.assign(n, "tcp://127.0.0.1:0");
     o.rendezvous_dir = dir_.string();
     o.max_total_floats = 1 << 20;
-    o.max_chunk_bytes = 1 << 16;
-    o.connect_timeout_s = 5;
+    o.chunk_bytes = 1 << 16;
+    o.timeout_s = 5;
     o.linger_s = 1;
     return o;
   }
@@ -161,7 +161,7 @@ TEST_F(ZmqTransportTest, GarbageIsDroppedAndTheNextGoodMessageArrives) {
 
 TEST_F(ZmqTransportTest, MissingNeighbourEndpointIsAClearError) {
   ZmqTransportOptions o = options(0, 2);
-  o.connect_timeout_s = 0.2;
+  o.timeout_s = 0.2;
   ZmqTransport a(o);
   auto data = std::make_shared<std::vector<float>>(4, 1.0f);
   send_vector(a, 1, {MessageKind::kGossip, 0, 0}, data->data(), data, 0, 4, 4, 0, 4096);
@@ -255,7 +255,7 @@ TEST_F(ZmqTransportTest, RefusedSingleCopyFallsBackToTheSocketInOrder) {
 TEST_F(ZmqTransportTest, ForgedLentReferenceIsNotCopied) {
   ZmqTransportOptions oa = options(0, 2);
   oa.single_copy = true;
-  oa.connect_timeout_s = 0.2;
+  oa.timeout_s = 0.2;
   ZmqTransport a(oa);
   zmq::context_t ctx;
   zmq::socket_t rogue(ctx, zmq::socket_type::dealer);

@@ -43,13 +43,13 @@ void Node::open_transport() {
   if (joining) opt.bind = options_.bind;
   else for (const auto& p : cfg_.peers.list) opt.endpoints.push_back(p.endpoint);
   opt.elastic = true;
-  opt.heartbeat_interval_s = cfg_.algorithm.heartbeat_s;
-  opt.heartbeat_timeout_s = cfg_.algorithm.dead_after_s;
+  opt.heartbeat_s = cfg_.algorithm.heartbeat_s;
+  opt.dead_after_s = cfg_.algorithm.dead_after_s;
   opt.rendezvous_dir = options_.rendezvous_dir;
   opt.run_id = run_id_from_environment();
-  opt.max_chunk_bytes = static_cast<size_t>(cfg_.algorithm.chunk_bytes);
+  opt.chunk_bytes = static_cast<size_t>(cfg_.algorithm.chunk_bytes);
   opt.single_copy = cfg_.algorithm.single_copy;
-  opt.connect_timeout_s = cfg_.algorithm.timeout_s;
+  opt.timeout_s = cfg_.algorithm.timeout_s;
   opt.max_unverified_connections = static_cast<size_t>(cfg_.max_unverified_connections);
   if (!cfg_.keys_dir.empty()) {  // CurveZMQ on every socket, allow-list = every *.pub there
     if (joining && (options_.key_file.empty() || options_.join_key_file.empty()))

@@ -70,9 +70,9 @@ std::optional<std::string> ZmqTransport::judge(const std::string& who, std::vect
     return "vector of " + std::to_string(h->total_floats) + " floats (this run's model has at most " +
            std::to_string(max_total_floats_.load()) + "): another model shape?";
   const bool lent = h->flags & kFlagLent;
-  if (lent && h->payload_bytes > options_.max_chunk_bytes)
+  if (lent && h->payload_bytes > options_.chunk_bytes)
     return "a lent chunk of " + std::to_string(h->payload_bytes) + " bytes (chunks are at most " +
-           std::to_string(options_.max_chunk_bytes) + ")";
+           std::to_string(options_.chunk_bytes) + ")";
   if (lent && !checksum_ok()) return "a lent chunk reference with a bad checksum";
   if (kind == MessageKind::kLentDone && !checksum_ok()) return "a lent-done with a bad checksum";
   return std::nullopt;

@@ -42,17 +42,17 @@ void ZmqTransport::watch_members(Clock::time_point now) {
     if (!member && it->second.pending.empty() && it->second.lent.empty()) it = links_.erase(it);
     else ++it;
   }
-  if (!options_.elastic || options_.heartbeat_interval_s <= 0 || rank() < 0) return;
+  if (!options_.elastic || options_.heartbeat_s <= 0 || rank() < 0) return;
   // This thread did not run for longer than the heartbeat timeout (the process was paused,
   // swapped out or starved): the silence it measured is its own. What was queued meanwhile has
   // just been read; every member gets a whole timeout again before it is suspected.
-  if (last_watch_ != Clock::time_point{} && now - last_watch_ > std::chrono::duration<double>(options_.heartbeat_timeout_s)) {
+  if (last_watch_ != Clock::time_point{} && now - last_watch_ > std::chrono::duration<double>(options_.dead_after_s)) {
     log("peer ", rank(), ": this peer was stalled for ", std::chrono::duration<double>(now - last_watch_).count(),
-        " s (paused or starved): members get ", options_.heartbeat_timeout_s, " s to be heard from before any is suspected");
+        " s (paused or starved): members get ", options_.dead_after_s, " s to be heard from before any is suspected");
     watch_since_ = now;
   }
   last_watch_ = now;
-  const bool beat = now - last_beat_ > std::chrono::duration<double>(options_.heartbeat_interval_s);
+  const bool beat = now - last_beat_ > std::chrono::duration<double>(options_.heartbeat_s);
   if (beat) last_beat_ = now;
   for (int id : members) {
     if (id == rank() || suspected_[id]) continue;
@@ -67,10 +67,10 @@ void ZmqTransport::watch_members(Clock::time_point now) {
     auto h = heard_.find(id);
     const bool ever = h != heard_.end() && h->second >= watch_since_ - std::chrono::hours(1);
     const Clock::time_point last = ever ? std::max(h->second, watch_since_) : watch_since_;
-    // Never heard of: at start-up peers may come up slowly (connect_timeout_s); a member added by
+    // Never heard of: at start-up peers may come up slowly (timeout_s); a member added by
     // a view change is already running, so it gets only a few seconds more than the timeout.
-    const double grace = seen_members_version_ == 0 ? options_.connect_timeout_s : options_.heartbeat_timeout_s + 5;
-    const double limit = ever ? options_.heartbeat_timeout_s : std::max(options_.heartbeat_timeout_s, grace);
+    const double grace = seen_members_version_ == 0 ? options_.timeout_s : options_.dead_after_s + 5;
+    const double limit = ever ? options_.dead_after_s : std::max(options_.dead_after_s, grace);
     if (now - last > std::chrono::duration<double>(limit)) {
       suspected_[id] = true;
       const auto dialled = dialled_.find(id);  // where we reached it (the file may say otherwise now)

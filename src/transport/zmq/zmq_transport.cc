@@ -228,7 +228,7 @@ void ZmqTransport::comm_main(std::promise<std::string> bound) {
     }
     // No router_handover: a second connection claiming a connected peer's identity is refused,
     // so a rogue cannot take over a neighbour's pipe (and lose its messages) by naming it.
-    router.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(options_.max_chunk_bytes + 4096));
+    router.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(options_.chunk_bytes + 4096));
     router.set(zmq::sockopt::rcvhwm, 4096);
     set_connection_heartbeats(router);
     std::string ep = rank() >= 0 ? options_.endpoints[rank()] : options_.bind;
@@ -274,11 +274,11 @@ void ZmqTransport::comm_main(std::promise<std::string> bound) {
 // in a partition (its close lost with the packets) stays open on the ROUTER, still holding the
 // neighbour's identity, and the neighbour's next connection under that identity is not read.
 void ZmqTransport::set_connection_heartbeats(zmq::socket_t& socket) {
-  if (!options_.elastic || options_.heartbeat_interval_s <= 0) return;
+  if (!options_.elastic || options_.heartbeat_s <= 0) return;
   // A ping every third of the timeout is enough to notice within it; more only costs messages.
-  const double interval_s = std::max(options_.heartbeat_interval_s, options_.heartbeat_timeout_s / 3);
+  const double interval_s = std::max(options_.heartbeat_s, options_.dead_after_s / 3);
   socket.set(zmq::sockopt::heartbeat_ivl, std::max(1, static_cast<int>(interval_s * 1000)));
-  socket.set(zmq::sockopt::heartbeat_timeout, std::max(1, static_cast<int>(options_.heartbeat_timeout_s * 1000)));
+  socket.set(zmq::sockopt::heartbeat_timeout, std::max(1, static_cast<int>(options_.dead_after_s * 1000)));
 }
 
 bool ZmqTransport::connect(Link& link, int peer) {
@@ -287,12 +287,12 @@ bool ZmqTransport::connect(Link& link, int peer) {
   if (binds_any_port(ep)) {
     {
       if (link.first_wait == Clock::time_point{}) link.first_wait = Clock::now();
-      if (Clock::now() - link.first_wait > std::chrono::duration<double>(options_.connect_timeout_s)) {
+      if (Clock::now() - link.first_wait > std::chrono::duration<double>(options_.timeout_s)) {
         std::string stale;
         read_published(options_.rendezvous_dir, peer, options_.run_id, &stale);
         throw Error("peer " + std::to_string(rank()), "peer " + std::to_string(peer) + " did not publish its endpoint in " +
                                                           options_.rendezvous_dir + " within " +
-                                                          std::to_string(options_.connect_timeout_s) + " s" +
+                                                          std::to_string(options_.timeout_s) + " s" +
                                                           (stale.empty() ? "" : " (ignored: " + stale + ")"));
       }
       return false;  // not started yet; retried on the next loop turn
@@ -415,7 +415,7 @@ void ZmqTransport::comm_loop(zmq::socket_t& router, zmq::socket_t* zap) {
         unconnected_backlog = true;
       }
     }
-    const int wait_ms = unconnected_backlog ? 20 : options_.elastic && options_.heartbeat_interval_s > 0 ? 50 : 200;
+    const int wait_ms = unconnected_backlog ? 20 : options_.elastic && options_.heartbeat_s > 0 ? 50 : 200;
     zmq::poll(items.data(), items.size(), std::chrono::milliseconds(wait_ms));
     if (items[1].revents & ZMQ_POLLIN) {
       uint64_t count;

@@ -24,6 +24,8 @@
 
 namespace gossip::peer {
 
+// The transport's settings. Those that come from the YAML carry the YAML's names (algorithm.
+// chunk_bytes, timeout_s, heartbeat_s, dead_after_s, single_copy; max_unverified_connections).
 struct ZmqTransportOptions {
   int rank = 0;                        // this peer's id; -1: a joiner, whose id comes later (set_self_id)
   std::vector<std::string> endpoints;  // the initial peers' endpoints by id; tcp://host:0 = via rendezvous
@@ -31,8 +33,8 @@ struct ZmqTransportOptions {
   std::string rendezvous_dir;          // where port-0 peers publish the endpoint they bound
   std::string run_id;                  // names this run in rendezvous files ("" = unknown; see rendezvous.h)
   uint64_t max_total_floats = ~0ull;   // largest vector a message may belong to (model size + slack)
-  size_t max_chunk_bytes = 1 << 20;    // larger payload frames are refused by ZeroMQ itself
-  double connect_timeout_s = 60;       // how long to wait for a neighbour to publish its endpoint
+  size_t chunk_bytes = 1 << 20;        // larger payload frames are refused by ZeroMQ itself
+  double timeout_s = 60;               // how long to wait for a neighbour to publish its endpoint
   double linger_s = 5;                 // at shutdown, how long unsent (or unread lent) messages may still go out
   // Without CurveZMQ: connections that have not sent a valid message yet beyond this many are
   // closed (ConnectionGuard); 0 = no cap. With CurveZMQ the ZAP handler refuses strangers.
@@ -45,9 +47,9 @@ struct ZmqTransportOptions {
   // transport is a plain fixed set of peers (benchmarks, tests of the data plane).
   bool elastic = false;
   // Failure detection: every member gets a heartbeat this often, and one silent for
-  // heartbeat_timeout_s is reported as suspected dead (0 = no heartbeats).
-  double heartbeat_interval_s = 0.25;
-  double heartbeat_timeout_s = 3;
+  // dead_after_s is reported as suspected dead (0 = no heartbeats).
+  double heartbeat_s = 0.25;
+  double dead_after_s = 3;
   // CurveZMQ (all empty = plain TCP/IPC): this peer's key pair, every peer's public key by rank,
   // and the public keys allowed to connect (checked by a ZAP handler on the comm thread). Keys of
   // peers that join later come with the view (set_members).
