@@ -66,7 +66,7 @@ TEST(HostileInput, RogueMessagesAreDroppedAndTrainingGoesOn) {
     return out;
   };
   peer::Header base;
-  base.kind = static_cast<uint16_t>(peer::MessageKind::kGossip);
+  base.kind = peer::MessageKind::kGossip;
   base.round = 1u << 30;  // far ahead: never a round the peer waits for
   base.total_floats = 4;
   const std::vector<float> four{1, 2, 3, 4};

@@ -44,7 +44,7 @@ TEST(Security, OnlyAllowedKeysGetIn) {
   // A valid-looking gossip message, sent by (a) a CURVE client whose key is not allowed and
   // (b) a plain client.
   peer::Header h;
-  h.kind = static_cast<uint16_t>(peer::MessageKind::kGossip);
+  h.kind = peer::MessageKind::kGossip;
   h.sender = 1;
   h.round = 1u << 30;
   h.total_floats = 2;

@@ -12,7 +12,7 @@ namespace {
 
 Header sample() {
   Header h;
-  h.kind = static_cast<uint16_t>(MessageKind::kPushSum);
+  h.kind = MessageKind::kPushSum;
   h.sender = 7;
   h.epoch = 3;
   h.round = 0x1122334455667788ull;
@@ -156,8 +156,8 @@ namespace {
 // header.
 TEST(WireFormat, Bf16PayloadsAreForMixingMessagesOnly) {
   Header h = sample();
-  h.kind = static_cast<uint16_t>(MessageKind::kGossip);
-  h.dtype = static_cast<uint32_t>(Dtype::kBf16);
+  h.kind = MessageKind::kGossip;
+  h.dtype = Dtype::kBf16;
   const std::vector<uint16_t> values = {0x3F80, 0x4000, 0x4040};  // 1, 2, 3: three values, 6 bytes
   h.payload_bytes = 6;
   h.checksum = message_checksum(h, values.data(), 6);
@@ -168,18 +168,18 @@ TEST(WireFormat, Bf16PayloadsAreForMixingMessagesOnly) {
   EXPECT_EQ(validate_message(buf, kHeaderBytes, values.data(), 6, &d), std::nullopt);
   EXPECT_EQ(d.payload_bytes / element_bytes(d.dtype), 3u);
 
-  h.kind = static_cast<uint16_t>(MessageKind::kPushSum);
+  h.kind = MessageKind::kPushSum;
   encode_header(h, buf);
   EXPECT_EQ(validate_header(buf, kHeaderBytes, 6, &d), std::nullopt);
-  h.kind = static_cast<uint16_t>(MessageKind::kReduceScatter);
+  h.kind = MessageKind::kReduceScatter;
   encode_header(h, buf);
   EXPECT_EQ(validate_header(buf, kHeaderBytes, 6, &d).value_or(""),
             "bf16 values in a reduce-scatter message (only gossip and push-sum carry them)");
-  h.kind = static_cast<uint16_t>(MessageKind::kGossip);
-  h.dtype = 7;
+  h.kind = MessageKind::kGossip;
+  h.dtype = static_cast<Dtype>(7);
   encode_header(h, buf);
   EXPECT_EQ(validate_header(buf, kHeaderBytes, 6, &d).value_or(""), "unknown payload type 7");
-  h.dtype = static_cast<uint32_t>(Dtype::kBf16);
+  h.dtype = Dtype::kBf16;
   h.payload_bytes = 5;
   encode_header(h, buf);
   EXPECT_EQ(validate_header(buf, kHeaderBytes, 5, &d).value_or(""), "payload is not a whole number of bf16 values");
@@ -208,7 +208,7 @@ TEST(WireFormat, LentPayloadsAreReferencesInVectorMessagesOnly) {
   EXPECT_EQ(back.cookie, ref.cookie);
 
   Header h = sample();
-  h.kind = static_cast<uint16_t>(MessageKind::kGossip);
+  h.kind = MessageKind::kGossip;
   h.flags = kFlagLent;
   h.payload_bytes = 4000;  // 1000 floats stay with the sender
   h.offset = 0;
@@ -223,11 +223,11 @@ TEST(WireFormat, LentPayloadsAreReferencesInVectorMessagesOnly) {
             "lent payload reference of 4000 bytes (expected 40)");
   frame[3] ^= 1;  // the reference is covered by the checksum
   EXPECT_EQ(validate_message(buf, kHeaderBytes, frame, kLentRefBytes, &d).value_or(""), "checksum mismatch");
-  h.kind = static_cast<uint16_t>(MessageKind::kControlRequest);
+  h.kind = MessageKind::kControlRequest;
   encode_header(h, buf);
   EXPECT_EQ(validate_header(buf, kHeaderBytes, kLentRefBytes, &d).value_or(""),
             "a lent payload in a control request message");
-  h.kind = static_cast<uint16_t>(MessageKind::kGossip);
+  h.kind = MessageKind::kGossip;
   h.flags = 2;
   encode_header(h, buf);
   EXPECT_EQ(validate_header(buf, kHeaderBytes, kLentRefBytes, &d).value_or(""), "unknown header flags 2");
@@ -236,7 +236,7 @@ TEST(WireFormat, LentPayloadsAreReferencesInVectorMessagesOnly) {
   encode_header(h, buf);
   EXPECT_NE(validate_header(buf, kHeaderBytes, kLentRefBytes, &d).value_or("").find("outside a vector"), std::string::npos);
   h = sample();
-  h.kind = static_cast<uint16_t>(MessageKind::kLentDone);
+  h.kind = MessageKind::kLentDone;
   h.total_floats = h.offset = 0;
   encode_header(h, buf);
   EXPECT_EQ(validate_header(buf, kHeaderBytes, 0, &d), std::nullopt) << "lent-done is a known wire kind";
@@ -248,18 +248,18 @@ TEST(WireFormat, ChecksumPassScansBf16Values) {
   for (size_t n : {1, 5, 13, 2000, 5001}) {
     std::vector<uint16_t> v(n, 0x4000);  // 2.0
     FloatScan scan;
-    payload_checksum(v.data(), n * 2, 3, &scan, static_cast<uint32_t>(Dtype::kBf16));
+    payload_checksum(v.data(), n * 2, 3, &scan, Dtype::kBf16);
     EXPECT_TRUE(scan.finite) << n;
     EXPECT_NEAR(scan.sum_squares, 4.0 * n, 1e-6 * n) << n;
     for (size_t i = 0; i < n; i += (n > 100 ? 97 : 1)) {
       for (uint16_t bad : {0x7FC0, 0x7F80, 0xFF80, 0x7F81}) {  // NaN, +Inf, −Inf, a signalling NaN
         v[i] = bad;
-        payload_checksum(v.data(), n * 2, 3, &scan, static_cast<uint32_t>(Dtype::kBf16));
+        payload_checksum(v.data(), n * 2, 3, &scan, Dtype::kBf16);
         EXPECT_FALSE(scan.finite) << "n " << n << " position " << i << " value " << bad;
       }
       v[i] = 0x4000;
     }
-    EXPECT_TRUE(payload_scan(v.data(), n * 2, static_cast<uint32_t>(Dtype::kBf16)).finite);
+    EXPECT_TRUE(payload_scan(v.data(), n * 2, Dtype::kBf16).finite);
   }
 }
 

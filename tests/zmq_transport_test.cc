@@ -143,7 +143,7 @@ TEST_F(ZmqTransportTest, GarbageIsDroppedAndTheNextGoodMessageArrives) {
     rogue.send(zmq::buffer(payload.data(), payload.size() * 4), zmq::send_flags::none);
   };
   Header h;
-  h.kind = static_cast<uint16_t>(MessageKind::kGossip);
+  h.kind = MessageKind::kGossip;
   h.total_floats = 2;
   Header old_version = h;
   old_version.version = 0;
@@ -264,7 +264,7 @@ TEST_F(ZmqTransportTest, ForgedLentReferenceIsNotCopied) {
   rogue.connect(a.bound_endpoint());
   std::vector<float> secret(8, 42.0f);
   Header h;
-  h.kind = static_cast<uint16_t>(MessageKind::kGossip);
+  h.kind = MessageKind::kGossip;
   h.sender = 1;
   h.total_floats = 8;
   h.payload_bytes = 32;
@@ -282,7 +282,7 @@ TEST_F(ZmqTransportTest, ForgedLentReferenceIsNotCopied) {
   rogue.send(zmq::buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
   rogue.send(zmq::buffer(frame, kLentRefBytes), zmq::send_flags::none);
   Header good;
-  good.kind = static_cast<uint16_t>(MessageKind::kGossip);
+  good.kind = MessageKind::kGossip;
   good.sender = 1;
   good.total_floats = 8;
   good.payload_bytes = 32;

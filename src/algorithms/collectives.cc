@@ -80,13 +80,13 @@ void send_vector(Transport& t, const std::vector<int>& peers, const VectorRef& r
   do {
     const size_t c = std::min(chunk_floats, count - done);
     OutMessage m;
-    m.header.kind = static_cast<uint16_t>(ref.kind);
+    m.header.kind = ref.kind;
     m.header.round = ref.round;
     m.header.tag = ref.tag;
     m.header.total_floats = total;
     m.header.offset = offset + done;
     m.header.weight = weight;
-    m.header.dtype = static_cast<uint32_t>(ref.dtype);
+    m.header.dtype = ref.dtype;
     m.data = static_cast<const char*>(data) + done * element_bytes(m.header.dtype);
     m.count = c;
     m.owner = owner;
@@ -110,7 +110,7 @@ std::optional<InMessage> ChunkReader::next() {
     std::optional<InMessage> m = t_->receive(key_, deadline_);
     if (!m)
       throw PeerLost("peer " + std::to_string(t_->rank()),
-                  "no " + kind_name(static_cast<uint16_t>(key_.kind)) + " message from " + t_->describe(peer_) +
+                  "no " + kind_name(key_.kind) + " message from " + t_->describe(peer_) +
                       " for round " + std::to_string(key_.round) + " within " + std::to_string(timeout_s_) +
                       " s: the neighbour is dead, hung or far behind");
     FloatScan scan;
@@ -125,11 +125,11 @@ std::optional<InMessage> ChunkReader::next() {
           t_->describe(peer_), ": expected one starting at ", offset_ + got_);
       continue;
     }
-    if (m->header.dtype != static_cast<uint32_t>(dtype_))
+    if (m->header.dtype != dtype_)
       throw Error("peer " + std::to_string(t_->rank()),
                   t_->describe(peer_) + " sends " + kind_name(m->header.kind) + " values as " +
                       dtype_name(m->header.dtype) + " but this peer expects " +
-                      dtype_name(static_cast<uint32_t>(dtype_)) + ": the peers' algorithm.wire settings differ");
+                      dtype_name(dtype_) + ": the peers' algorithm.wire settings differ");
     if (!any_) weight_ = m->header.weight;
     any_ = true;
     got_ += m->count;

@@ -27,7 +27,7 @@ ControlClient::ControlClient(zmq::context_t& context, std::string endpoint, cons
 ControlAnswer ControlClient::request(ControlOp op, const std::string& json, double timeout_s) {
   const std::string text = pad_text(json);
   Header h;
-  h.kind = static_cast<uint16_t>(MessageKind::kControlRequest);
+  h.kind = MessageKind::kControlRequest;
   h.sender = 0xFFFFFFFFu;  // not a peer
   h.round = ++sequence_;
   h.tag = static_cast<uint32_t>(op);
@@ -50,7 +50,7 @@ ControlAnswer ControlClient::request(ControlOp op, const std::string& json, doub
     Header r;
     auto problem = validate_message(frames[0].data(), frames[0].size(), frames[1].data(), frames[1].size(), &r);
     if (problem) throw Error(endpoint_, "malformed answer: " + *problem);
-    if (r.kind != static_cast<uint16_t>(MessageKind::kControlReply) || r.round != sequence_) continue;  // stale
+    if (r.kind != MessageKind::kControlReply || r.round != sequence_) continue;  // stale
     ControlAnswer a;
     if (r.weight == 1.0) {
       a.is_values = true;

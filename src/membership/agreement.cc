@@ -34,7 +34,7 @@ struct Membership::Change {
 };
 
 void Membership::absorb(Change& c, const InMessage& m) {
-  const auto kind = static_cast<MessageKind>(m.header.kind);
+  const auto kind = m.header.kind;
   if (kind == MessageKind::kSuspect) {
     const int sender = static_cast<int>(m.header.sender);
     if (c.v.rank_of(sender) < 0 || c.mine.gone.count(sender)) return;
@@ -233,7 +233,7 @@ void Membership::conclude(Change& c, ViewChange& change) {
   box.acknowledge();
   // Our own events the decision did not include start the next change.
   for (InMessage& m : c.local) {
-    if (m.header.kind == static_cast<uint16_t>(MessageKind::kSuspect)) {
+    if (m.header.kind == MessageKind::kSuspect) {
       if (change.view.rank_of(static_cast<int>(m.header.sender)) >= 0) c.later.push_back(std::move(m));
     } else {
       std::istringstream in(message_text(m));

@@ -21,7 +21,7 @@ void Membership::take_suspicions() {
 bool Membership::pending(bool include_joins) {
   take_suspicions();
   for (const InMessage& m : deferred_)
-    if (include_joins || m.header.kind != static_cast<uint16_t>(MessageKind::kJoin)) return true;
+    if (include_joins || m.header.kind != MessageKind::kJoin) return true;
   return port_->mailbox().has_kind(MessageKind::kView) ||
          (include_joins && port_->mailbox().has_kind(MessageKind::kJoin));
 }
@@ -43,7 +43,7 @@ std::string Membership::describe_suspects() {
   take_suspicions();
   std::set<int> ids;
   for (const InMessage& m : deferred_)
-    if (m.header.kind == static_cast<uint16_t>(MessageKind::kSuspect)) ids.insert(static_cast<int>(m.header.sender));
+    if (m.header.kind == MessageKind::kSuspect) ids.insert(static_cast<int>(m.header.sender));
   std::string text;
   for (int id : ids) text += (text.empty() ? "" : ", ") + std::string("peer ") + std::to_string(id) + " (" + port_->endpoint_of(id) + ")";
   return text;

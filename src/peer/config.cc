@@ -258,7 +258,7 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
         top.fail(node, "local_sgd needs global_average_every: H > 0", "algorithm");
       if (k == Algorithm::kAllReduce) a.global_average_every = 1;
       if (a.wire != Dtype::kF32 && k != Algorithm::kGossip && k != Algorithm::kPushSum)
-        top.fail(node["wire"], "wire: " + dtype_name(static_cast<uint32_t>(a.wire)) +
+        top.fail(node["wire"], "wire: " + dtype_name(a.wire) +
                                    " is for gossip and push_sum (global averages stay f32)", "algorithm.wire");
       return;
     }

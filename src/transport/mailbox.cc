@@ -5,7 +5,7 @@
 namespace gossip::peer {
 
 void Mailbox::put(InMessage message) {
-  const MatchKey key{static_cast<MessageKind>(message.header.kind), static_cast<int>(message.header.sender),
+  const MatchKey key{message.header.kind, static_cast<int>(message.header.sender),
                      message.header.round, message.header.tag, message.header.epoch};
   {
     std::lock_guard<std::mutex> lock(mutex_);

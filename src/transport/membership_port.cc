@@ -10,7 +10,7 @@ void LastDecision::set(uint32_t epoch, std::string text) {
 
 std::optional<OutMessage> LastDecision::answer(const Header& h) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (h.kind != static_cast<uint16_t>(MessageKind::kView) || h.tag != 0 || h.epoch != epoch_ || !text_)
+  if (h.kind != MessageKind::kView || h.tag != 0 || h.epoch != epoch_ || !text_)
     return std::nullopt;
   return text_message(MessageKind::kView, h.epoch, 0, 1, text_);
 }

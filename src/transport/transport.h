@@ -39,7 +39,7 @@ struct OutMessage {
 inline OutMessage text_message(MessageKind kind, uint32_t epoch, uint64_t round, uint32_t tag,
                                std::shared_ptr<const std::string> text) {
   OutMessage m;
-  m.header.kind = static_cast<uint16_t>(kind);
+  m.header.kind = kind;
   m.header.epoch = epoch;
   m.header.round = round;
   m.header.tag = tag;

@@ -92,8 +92,8 @@ bool scan_words(const uint8_t* p, size_t bytes, double* sum_squares) {
 }
 
 // Scans values of `dtype`; true when one is NaN or ±Inf.
-bool scan_values(const uint8_t* p, size_t bytes, uint32_t dtype, double* sum_squares) {
-  return dtype == static_cast<uint32_t>(Dtype::kBf16) ? scan_words<uint16_t>(p, bytes, sum_squares)
+bool scan_values(const uint8_t* p, size_t bytes, Dtype dtype, double* sum_squares) {
+  return dtype == Dtype::kBf16 ? scan_words<uint16_t>(p, bytes, sum_squares)
                                                       : scan_words<uint32_t>(p, bytes, sum_squares);
 }
 
@@ -116,7 +116,7 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_hw(const uint8_t* p, size_t n,
 // states). With a scan, every block of the three stripes is scanned right after its CRC, while
 // it is still in L1. Returns true when some float was not finite.
 __attribute__((target("sse4.2"))) bool crc32c_hw3(const uint8_t* p, size_t stripe, uint32_t s[3], double* sum_squares,
-                                                  uint32_t dtype) {
+                                                  Dtype dtype) {
   constexpr size_t kBlock = 2048;
   uint64_t a = s[0], b = s[1], c = s[2];
   bool bad = false;
@@ -168,13 +168,13 @@ FloatScan float_scan(const float* v, size_t n) {
 }
 
 
-FloatScan payload_scan(const void* payload, size_t bytes, uint32_t dtype) {
+FloatScan payload_scan(const void* payload, size_t bytes, Dtype dtype) {
   FloatScan scan;
   scan.finite = !scan_values(static_cast<const uint8_t*>(payload), bytes, dtype, &scan.sum_squares);
   return scan;
 }
 
-uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, FloatScan* scan, uint32_t dtype) {
+uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, FloatScan* scan, Dtype dtype) {
   const uint8_t* p = static_cast<const uint8_t*>(data);
   const size_t stripe = (bytes / 3) & ~size_t(7);
   uint32_t s[3] = {~0u, ~0u, ~0u};
@@ -208,7 +208,7 @@ void encode_header(const Header& h, uint8_t* out) {
   uint8_t* p = out;
   put(p, h.magic);
   put(p, h.version);
-  put(p, h.kind);
+  put(p, static_cast<uint16_t>(h.kind));
   put(p, h.sender);
   put(p, h.epoch);
   put(p, h.round);
@@ -247,7 +247,7 @@ Header decode_header(const uint8_t* in) {
   Header h;
   h.magic = get<uint32_t>(p);
   h.version = get<uint16_t>(p);
-  h.kind = get<uint16_t>(p);
+  h.kind = static_cast<MessageKind>(get<uint16_t>(p));
   h.sender = get<uint32_t>(p);
   h.epoch = get<uint32_t>(p);
   h.round = get<uint64_t>(p);
@@ -256,7 +256,7 @@ Header decode_header(const uint8_t* in) {
   h.total_floats = get<uint64_t>(p);
   h.offset = get<uint64_t>(p);
   h.weight = get<double>(p);
-  h.dtype = get<uint16_t>(p);
+  h.dtype = static_cast<Dtype>(get<uint16_t>(p));
   h.flags = get<uint16_t>(p);
   h.checksum = get<uint32_t>(p);
   return h;
@@ -276,8 +276,9 @@ std::optional<std::string> validate_header(const void* header, size_t header_byt
   if (h.magic != kMagic) return "wrong magic (not a gossip peer?)";
   if (h.version != kProtocolVersion)
     return "protocol version " + std::to_string(h.version) + " (this peer speaks " + std::to_string(kProtocolVersion) + ")";
-  if (h.kind < static_cast<uint16_t>(MessageKind::kGossip) || h.kind > kLastWireKind)
-    return "unknown message kind " + std::to_string(h.kind);
+  const auto kind = static_cast<uint16_t>(h.kind);
+  if (kind < static_cast<uint16_t>(MessageKind::kGossip) || kind > kLastWireKind)
+    return "unknown message kind " + std::to_string(kind);
   if (h.flags & ~kFlagLent) return "unknown header flags " + std::to_string(h.flags);
   const size_t payload_bytes = h.payload_bytes;
   if (h.flags & kFlagLent) {
@@ -288,9 +289,9 @@ std::optional<std::string> validate_header(const void* header, size_t header_byt
   } else if (h.payload_bytes != frame_bytes) {
     return "payload of " + std::to_string(frame_bytes) + " bytes but header says " + std::to_string(h.payload_bytes);
   }
-  if (h.dtype > static_cast<uint32_t>(Dtype::kBf16)) return "unknown payload type " + std::to_string(h.dtype);
-  if (h.dtype != static_cast<uint32_t>(Dtype::kF32) && h.kind != static_cast<uint16_t>(MessageKind::kGossip) &&
-      h.kind != static_cast<uint16_t>(MessageKind::kPushSum))
+  if (h.dtype != Dtype::kF32 && h.dtype != Dtype::kBf16)
+    return "unknown payload type " + std::to_string(static_cast<uint32_t>(h.dtype));
+  if (h.dtype != Dtype::kF32 && h.kind != MessageKind::kGossip && h.kind != MessageKind::kPushSum)
     return dtype_name(h.dtype) + " values in a " + kind_name(h.kind) + " message (only gossip and push-sum carry them)";
   if (payload_bytes % element_bytes(h.dtype) != 0)
     return "payload is not a whole number of " + dtype_name(h.dtype) + " values";
@@ -320,16 +321,16 @@ std::string pad_text(std::string text) {
   return text;
 }
 
-std::string dtype_name(uint32_t dtype) {
-  switch (static_cast<Dtype>(dtype)) {
+std::string dtype_name(Dtype dtype) {
+  switch (dtype) {
     case Dtype::kF32: return "f32";
     case Dtype::kBf16: return "bf16";
   }
-  return "payload type " + std::to_string(dtype);
+  return "payload type " + std::to_string(static_cast<uint32_t>(dtype));
 }
 
-bool is_vector_kind(uint16_t kind) {
-  switch (static_cast<MessageKind>(kind)) {
+bool is_vector_kind(MessageKind kind) {
+  switch (kind) {
     case MessageKind::kGossip:
     case MessageKind::kPushSum:
     case MessageKind::kReduceScatter:
@@ -339,8 +340,8 @@ bool is_vector_kind(uint16_t kind) {
   }
 }
 
-std::string kind_name(uint16_t kind) {
-  switch (static_cast<MessageKind>(kind)) {
+std::string kind_name(MessageKind kind) {
+  switch (kind) {
     case MessageKind::kGossip: return "gossip";
     case MessageKind::kPushSum: return "push-sum";
     case MessageKind::kReduceScatter: return "reduce-scatter";
@@ -355,7 +356,7 @@ std::string kind_name(uint16_t kind) {
     case MessageKind::kLentDone: return "lent-done";
     case MessageKind::kSuspect: return "suspicion";
   }
-  return "kind " + std::to_string(kind);
+  return "kind " + std::to_string(static_cast<uint16_t>(kind));
 }
 
 }  // namespace gossip::peer

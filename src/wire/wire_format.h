@@ -61,8 +61,8 @@ enum class Dtype : uint32_t {
   kF32 = 0,
   kBf16 = 1,
 };
-inline size_t element_bytes(uint32_t dtype) { return dtype == static_cast<uint32_t>(Dtype::kBf16) ? 2 : 4; }
-std::string dtype_name(uint32_t dtype);
+inline size_t element_bytes(Dtype dtype) { return dtype == Dtype::kBf16 ? 2 : 4; }
+std::string dtype_name(Dtype dtype);
 
 // What a control request asks (the header's tag).
 enum class ControlOp : uint32_t {
@@ -78,7 +78,7 @@ std::string pad_text(std::string text);
 struct Header {
   uint32_t magic = kMagic;
   uint16_t version = kProtocolVersion;
-  uint16_t kind = 0;           // MessageKind
+  MessageKind kind{};          // any 16-bit value once decoded: validate_header checks it
   uint32_t sender = 0;         // rank of the sender
   uint32_t epoch = 0;          // membership epoch the sender is in
   uint64_t round = 0;          // gossip round, or collective sequence number
@@ -87,7 +87,7 @@ struct Header {
   uint64_t total_floats = 0;   // length (in values) of the whole vector this chunk belongs to
   uint64_t offset = 0;         // first value of this chunk inside that vector
   double weight = 0;           // push-sum weight (p·w); 0 elsewhere
-  uint32_t dtype = 0;          // Dtype of the payload values (16 bits on the wire): payload_bytes = values · element_bytes
+  Dtype dtype = Dtype::kF32;   // of the payload values (16 bits on the wire): payload_bytes = values · element_bytes
   uint16_t flags = 0;          // kFlagLent, or 0
   uint32_t checksum = 0;       // CRC32C of header bytes [0, 60) then the payload frame
 };
@@ -115,11 +115,11 @@ struct FloatScan {
 // The same scan on its own, for values that came without a checksum (in-process transports).
 FloatScan float_scan(const float* v, size_t n);
 // The scan of a payload of `bytes` holding values of `dtype` (bf16 values are widened exactly).
-FloatScan payload_scan(const void* payload, size_t bytes, uint32_t dtype);
+FloatScan payload_scan(const void* payload, size_t bytes, Dtype dtype);
 
 // With `scan`, also scans the values (of `dtype`) in the same pass.
 uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, FloatScan* scan = nullptr,
-                          uint32_t dtype = 0);
+                          Dtype dtype = Dtype::kF32);
 
 // Computes the checksum over the encoded header (minus its checksum field) and the payload (a
 // scan reads the values as header.dtype says).
@@ -137,8 +137,8 @@ bool checksum_matches(const Header& h, const void* payload, size_t payload_bytes
 std::optional<std::string> validate_message(const void* header, size_t header_bytes, const void* payload,
                                             size_t payload_bytes, Header* decoded);
 
-std::string kind_name(uint16_t kind);
+std::string kind_name(MessageKind kind);
 // Kinds whose messages are chunks of a float vector (the only ones that may be lent).
-bool is_vector_kind(uint16_t kind);
+bool is_vector_kind(MessageKind kind);
 
 }  // namespace gossip::peer

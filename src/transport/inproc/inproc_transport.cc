@@ -49,10 +49,10 @@ bool InprocFabric::reachable(int slot) const {
 
 void InprocFabric::crash_after_sending(int slot, MessageKind kind, int count) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  triggers_.at(slot) = {static_cast<uint16_t>(kind), count};
+  triggers_.at(slot) = {kind, count};
 }
 
-void InprocFabric::count_sent(int slot, uint16_t kind) {
+void InprocFabric::count_sent(int slot, MessageKind kind) {
   {
     std::lock_guard<std::recursive_mutex> lock(mutex_);
     CrashTrigger& t = triggers_.at(slot);
@@ -149,7 +149,7 @@ void InprocTransport::send_join(const std::string& contact, const std::string&, 
 void InprocTransport::deliver(int slot, InMessage message) {
   // A peer that crashed or is cut off sends nothing and is sent nothing.
   if (!fabric_->reachable(slot_) || !fabric_->reachable(slot)) return;
-  const uint16_t kind = message.header.kind;
+  const MessageKind kind = message.header.kind;
   fabric_->deliver(slot, std::move(message));
   fabric_->count_sent(slot_, kind);
 }
@@ -164,14 +164,14 @@ void InprocFabric::deliver(int slot, InMessage message) {
 
 void InprocTransport::arrive(InMessage m) {
   const Header& h = m.header;
-  if (h.kind == static_cast<uint16_t>(MessageKind::kView) && h.epoch < epoch_) {
+  if (h.kind == MessageKind::kView && h.epoch < epoch_) {
     // A late proposal of a change that is over: answered with the decision, never queued.
     std::optional<OutMessage> decision = decision_.answer(h);
     if (decision && slot_of(static_cast<int>(h.sender)) >= 0) send(static_cast<int>(h.sender), std::move(*decision));
     return;
   }
   received_ += m.bytes();
-  const bool proposal = h.kind == static_cast<uint16_t>(MessageKind::kView);
+  const bool proposal = h.kind == MessageKind::kView;
   box().put(std::move(m));
   if (proposal) box().interrupt();
 }
@@ -197,7 +197,7 @@ void InprocTransport::add_endpoint(int id, const std::string& endpoint, const st
 
 void InprocTransport::suspect(int id) {
   InMessage note;
-  note.header.kind = static_cast<uint16_t>(MessageKind::kSuspect);
+  note.header.kind = MessageKind::kSuspect;
   note.header.sender = static_cast<uint32_t>(id);
   box().put(std::move(note));
   box().interrupt();

@@ -37,14 +37,14 @@ class InprocFabric {
   void attach(int slot, InprocTransport* t);
   void detach(int slot);
   void deliver(int slot, InMessage message);
-  void count_sent(int slot, uint16_t kind);  // crashes `slot` when its trigger is reached
+  void count_sent(int slot, MessageKind kind);  // crashes `slot` when its trigger is reached
 
   std::vector<std::unique_ptr<Mailbox>> boxes_;
   mutable std::recursive_mutex mutex_;
   std::vector<InprocTransport*> transports_;  // guarded by mutex_
   std::vector<bool> reachable_;               // guarded by mutex_
   struct CrashTrigger {
-    uint16_t kind = 0;
+    MessageKind kind{};
     int left = -1;  // messages of `kind` still to send before the crash; -1: none armed
   };
   std::vector<CrashTrigger> triggers_;        // guarded by mutex_

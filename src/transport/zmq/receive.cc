@@ -32,7 +32,7 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
       if (frames.size() == 2 && frames[0].size() == kHeaderBytes && frames[1].size() == kLentRefBytes &&
           (decode_header(static_cast<const uint8_t*>(frames[0].data())).flags & kFlagLent))
         answer_lent(router, identity, -1, decode_lent_ref(static_cast<const uint8_t*>(frames[1].data())).token, false);
-    } else if (h.kind == static_cast<uint16_t>(MessageKind::kControlRequest)) {
+    } else if (h.kind == MessageKind::kControlRequest) {
       answer_control(router, identity, h, frames[1]);
     } else {
       accept(router, identity, h, frames);
@@ -45,7 +45,7 @@ std::optional<std::string> ZmqTransport::judge(const std::string& who, std::vect
                                                Header* h) {
   if (frames.size() != 2) return std::to_string(frames.size()) + " frames (expected header + payload)";
   if (auto problem = validate_header(frames[0].data(), frames[0].size(), frames[1].size(), h)) return problem;
-  const auto kind = static_cast<MessageKind>(h->kind);
+  const MessageKind kind = h->kind;
   auto checksum_ok = [&] { return checksum_matches(*h, frames[1].data(), frames[1].size()); };
   if (kind == MessageKind::kControlRequest) {
     if (!checksum_ok()) return "control request with a bad checksum";
@@ -83,7 +83,7 @@ std::optional<std::string> ZmqTransport::judge(const std::string& who, std::vect
 void ZmqTransport::accept(zmq::socket_t& router, const zmq::message_t& identity, const Header& h,
                           std::vector<zmq::message_t>& frames) {
   if (guard_) guard_->verified(frames[0].get(ZMQ_SRCFD));
-  const auto kind = static_cast<MessageKind>(h.kind);
+  const auto kind = h.kind;
   if (kind != MessageKind::kJoin) heard_[static_cast<int>(h.sender)] = Clock::now();
   if (kind == MessageKind::kHeartbeat) return;
   if (kind == MessageKind::kLentDone) {
@@ -151,7 +151,7 @@ void ZmqTransport::answer_control(zmq::socket_t& router, const zmq::message_t& i
   const void* data = reply.floats ? static_cast<const void*>(reply.values->data()) : text.data();
   const size_t bytes = reply.floats ? reply.values->size() * sizeof(float) : text.size();
   Header h;
-  h.kind = static_cast<uint16_t>(MessageKind::kControlReply);
+  h.kind = MessageKind::kControlReply;
   h.sender = static_cast<uint32_t>(rank());
   h.round = request.round;
   h.tag = request.tag;

@@ -94,7 +94,7 @@ void ZmqTransport::read_lent_done(Link& l, int peer) {
     std::optional<std::string> problem;
     if (rest.size() != 1) problem = std::to_string(rest.size() + 1) + " frames (expected header + payload)";
     else problem = validate_message(head.data(), head.size(), rest[0].data(), rest[0].size(), &h);
-    if (!problem && h.kind != static_cast<uint16_t>(MessageKind::kLentDone)) problem = "a " + kind_name(h.kind) + " message as an answer";
+    if (!problem && h.kind != MessageKind::kLentDone) problem = "a " + kind_name(h.kind) + " message as an answer";
     if (problem) {
       ++dropped_;
       drop_log_.dropped(log_prefix(), "r" + std::to_string(peer), "an answer: " + *problem,
@@ -138,7 +138,7 @@ void ZmqTransport::lent_done(Link& l, int peer, const Header& h) {
 void ZmqTransport::answer_lent(zmq::socket_t& router, const zmq::message_t& identity, int lender, uint64_t token,
                                bool copied) {
   OutMessage m;
-  m.header.kind = static_cast<uint16_t>(MessageKind::kLentDone);
+  m.header.kind = MessageKind::kLentDone;
   m.header.sender = static_cast<uint32_t>(rank());
   m.header.epoch = epoch_;
   m.header.round = token;

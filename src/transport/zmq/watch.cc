@@ -59,7 +59,7 @@ void ZmqTransport::watch_members(Clock::time_point now) {
     Link& link = links_[id];
     if (beat && link.pending.size() < 2) {
       OutMessage m;
-      m.header.kind = static_cast<uint16_t>(MessageKind::kHeartbeat);
+      m.header.kind = MessageKind::kHeartbeat;
       m.header.sender = static_cast<uint32_t>(rank());
       m.data = &kMagic;  // zero values; any valid pointer
       link.pending.push_back(std::move(m));
@@ -79,7 +79,7 @@ void ZmqTransport::watch_members(Clock::time_point now) {
       if (link.dealer) link.dealer->set(zmq::sockopt::linger, 0);
       links_.erase(id);
       InMessage note;
-      note.header.kind = static_cast<uint16_t>(MessageKind::kSuspect);
+      note.header.kind = MessageKind::kSuspect;
       note.header.sender = static_cast<uint32_t>(id);
       mailbox_.put(std::move(note));
       mailbox_.interrupt();

@@ -390,7 +390,7 @@ void ZmqTransport::send_join_requests(const std::deque<PendingJoin>& joins) {
     }
     dealer.connect(j.contact);
     Header h;
-    h.kind = static_cast<uint16_t>(MessageKind::kJoin);
+    h.kind = MessageKind::kJoin;
     h.payload_bytes = static_cast<uint32_t>(json.size());
     h.total_floats = json.size() / sizeof(float);
     send_frames(dealer, h, json.data(), json.size());  // queued on the new connection's pipe
@@ -434,7 +434,7 @@ void ZmqTransport::comm_loop(zmq::socket_t& router, zmq::socket_t* zap) {
       recheck_rendezvous(Clock::now());
     } else {
       for (auto& [id, link] : links_)  // heartbeats need not outlive us (a dead member's never leave)
-        std::erase_if(link.pending, [](const OutMessage& m) { return m.header.kind == static_cast<uint16_t>(MessageKind::kHeartbeat); });
+        std::erase_if(link.pending, [](const OutMessage& m) { return m.header.kind == MessageKind::kHeartbeat; });
     }
     bool all_sent = true;
     for (auto& [id, link] : links_) {
