@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "common/endpoint.h"
 #include "control/sketch.h"
 
 namespace gossip::peer {
@@ -56,6 +57,19 @@ std::optional<double> ControlState::json_number(const std::string& json, const s
 void ControlState::set_round(int64_t completed_steps) {
   std::lock_guard<std::mutex> lock(mutex_);
   round_ = completed_steps;
+}
+
+void ControlState::set_members(std::vector<std::string> endpoints) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  members_ = std::move(endpoints);
+}
+
+bool ControlState::members_unresolved() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (static_cast<int>(members_.size()) != info_.n) return true;
+  for (const std::string& m : members_)
+    if (binds_any_port(m)) return true;
+  return false;
 }
 
 void ControlState::set_view(int id, int rank, int n, uint32_t epoch) {
@@ -115,7 +129,7 @@ std::string ControlState::status_json() {
       << ", \"epoch\": " << epoch_ << ", \"algorithm\": " << quote(info_.algorithm)
       << ", \"topology\": " << quote(topology::kind_name(info_.graph.kind)) << ", \"num_params\": " << info_.num_params
       << ", \"members\": [";
-  for (int i = 0; i < info_.n; ++i) out << (i ? ", " : "") << quote(transport_ ? transport_->endpoint_of(i) : "?");
+  for (int i = 0; i < info_.n; ++i) out << (i ? ", " : "") << quote(i < static_cast<int>(members_.size()) ? members_[i] : "?");
   out << "]";
   try {
     const topology::Neighbours nb = topology::neighbours(info_.graph, info_.n, info_.rank, round_);

@@ -30,12 +30,16 @@ struct ControlInfo {
 
 class ControlState final : public ControlHandler {
  public:
-  // `transport` (may be null) gives the members' endpoints and the traffic counters; it outlives
-  // this object.
+  // `transport` (may be null) gives the traffic counters; it outlives this object.
   ControlState(ControlInfo info, const Transport* transport);
 
   // Training thread.
   void set_round(int64_t completed_steps);
+  // The members' endpoints by rank, as the status reports them. Set by the training thread (a
+  // port-0 endpoint may need a rendezvous file read), so answering on the comm thread never
+  // touches the transport or the disk; unresolved while any is missing or still a port-0 one.
+  void set_members(std::vector<std::string> endpoints);
+  bool members_unresolved();
   // After a membership change: this peer's id (new after a rejoin), rank, the member count and the epoch.
   void set_view(int id, int rank, int n, uint32_t epoch);
   void set_progress(double loss, double train_accuracy, double samples_per_s, double param_norm);
@@ -59,7 +63,8 @@ class ControlState final : public ControlHandler {
   std::string status_json();
 
   ControlInfo info_;
-  const Transport* transport_;
+  const Transport* transport_;  // for its traffic counters (atomics) only
+  std::vector<std::string> members_;
   std::mutex mutex_;
   int64_t round_ = 0;                // guarded by mutex_, as is everything below (and info_.rank, .n)
   uint32_t epoch_ = 0;

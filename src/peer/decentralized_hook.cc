@@ -117,6 +117,7 @@ void DecentralizedHook::after_step(int64_t step, model::Mlp& model) {
   const float* x = host_params(model);
   if (control_) {
     control_->set_round(step + 1);
+    if (control_->members_unresolved()) publish_members();
     if (control_->snapshot_due(step + 1)) control_->capture(step + 1, x, floats_);
   }
   if (consensus_every_ > 0 && (step + 1) % consensus_every_ == 0 && (step + 1) % log_every_ != 0 &&
@@ -143,7 +144,10 @@ void DecentralizedHook::change_view(int64_t round, model::Mlp& model) {
     push_sum_->drain_discard();
     push_sum_->init(x);  // the weight rule: (x, w) ← (x/w, 1), de-biased model unchanged
   }
-  if (control_) control_->set_view(change->view.members.at(t_->rank()).id, t_->rank(), t_->size(), change->view.epoch);
+  if (control_) {
+    control_->set_view(change->view.members.at(t_->rank()).id, t_->rank(), t_->size(), change->view.epoch);
+    publish_members();
+  }
   for (const JoinRequest& j : change->welcome) {
     membership_->send_welcome(*change, j, total_steps_);
     int rank = -1;  // the joiner's rank in the new view
@@ -171,7 +175,10 @@ void DecentralizedHook::rejoin(const std::string& why, model::Mlp& model) {
   resume_round_ = w.round;
   rejoined_at_ = w.round;
   reshard_ = true;
-  if (control_) control_->set_view(w.id, t_->rank(), t_->size(), w.view.epoch);
+  if (control_) {
+    control_->set_view(w.id, t_->rank(), t_->size(), w.view.epoch);
+    publish_members();
+  }
 }
 
 bool DecentralizedHook::rejoined(int64_t* next_step) {
@@ -229,6 +236,19 @@ std::string DecentralizedHook::log_extra(int64_t step, model::Mlp& model) {
   if (membership_) out << " peers " << t_->size();
   if (consensus_every_ > 0 && (step + 1) % consensus_every_ == 0 && t_->rank() == 0) log_consensus(step, c);
   return out.str();
+}
+
+void DecentralizedHook::set_control(ControlState* control) {
+  control_ = control;
+  if (control_) publish_members();
+}
+
+// The members' endpoints for status replies (read here, on the training thread: a port-0
+// neighbour's may come from its rendezvous file).
+void DecentralizedHook::publish_members() {
+  std::vector<std::string> endpoints;
+  for (int i = 0; i < t_->size(); ++i) endpoints.push_back(t_->endpoint_of(i));
+  control_->set_members(std::move(endpoints));
 }
 
 void DecentralizedHook::log_consensus(int64_t step, const Consensus& c) {

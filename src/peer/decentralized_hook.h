@@ -53,7 +53,7 @@ class DecentralizedHook final : public StepHook {
   std::vector<float> save_state() override;
   void restore_state(const std::vector<float>& state) override;
   // Publishes round, progress and snapshots on the control channel (`control` outlives the hook).
-  void set_control(ControlState* control) { control_ = control; }
+  void set_control(ControlState* control);
 
   // Collective: every peer must call it at the same point. x is this peer's (de-biased) model.
   Consensus consensus(const float* x);
@@ -67,7 +67,8 @@ class DecentralizedHook final : public StepHook {
   float* host_params(model::Mlp& model);     // the model's buffer on the host (downloads for CUDA)
   void store_params(model::Mlp& model);      // uploads host_ back when the model is on a device
   void global_average(float* x);
-  void log_consensus(int64_t step, const Consensus& c);  // "consensus step S xi Ξ rel Ξ/‖x̄‖²"
+  void log_consensus(int64_t step, const Consensus& c);
+  void publish_members();  // "consensus step S xi Ξ rel Ξ/‖x̄‖²"
   void mix(int64_t step, model::Mlp& model);
   // Runs a view change (`round`: the next round this peer would communicate in) and adapts the
   // algorithms to the new view.
