@@ -1,7 +1,9 @@
 #include "algorithms/push_sum_step.h"
 
 #include <algorithm>
+#include <cstring>
 
+#include "common/error.h"
 #include "kernels/bf16.h"
 
 namespace gossip::peer {
@@ -198,6 +200,24 @@ void PushSumStep::drain(float* z) {
     outstanding_.pop_front();
   }
   write_model(z);
+}
+
+std::vector<float> PushSumStep::save_state() const {
+  std::vector<float> s = x_;
+  float halves[2];
+  std::memcpy(halves, &w_, sizeof(w_));
+  s.insert(s.end(), halves, halves + 2);
+  return s;
+}
+
+void PushSumStep::restore_state(const std::vector<float>& state, const std::string& who) {
+  if (state.size() != floats_ + 2)
+    throw Error(who, "checkpoint's push-sum state has " + std::to_string(state.size()) + " floats, expected " +
+                         std::to_string(floats_ + 2));
+  double w;
+  std::memcpy(&w, state.data() + floats_, sizeof(w));
+  init(state.data());
+  set_state(state.data(), w);
 }
 
 }  // namespace gossip::peer

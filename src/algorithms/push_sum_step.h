@@ -25,6 +25,7 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "algorithms/collectives.h"
@@ -50,6 +51,10 @@ class PushSumStep {
   double weight() const { return w_; }
   std::vector<float>& numerator() { return x_; }
   void set_state(const float* x, double w);
+  // For checkpoints: the numerator, then the weight as the two float halves of the double (exact).
+  std::vector<float> save_state() const;
+  // The inverse (after init); throws gossip::Error naming `who` for a state of another size.
+  void restore_state(const std::vector<float>& state, const std::string& who);
   // overlap with max_staleness < 0: rounds never wait (see above).
   bool asynchronous() const { return overlap_ && max_staleness_ < 0; }
 

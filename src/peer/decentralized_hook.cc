@@ -205,17 +205,7 @@ bool DecentralizedHook::view_changed(int* rank, int* n) {
 }
 
 Consensus DecentralizedHook::consensus(const float* x) {
-  scratch_.assign(x, x + floats_);
-  allreduce_.average(scratch_.data(), floats_);
-  double local = 0, norm = 0;
-  for (size_t i = 0; i < floats_; ++i) {
-    const double d = double(x[i]) - scratch_[i];
-    local += d * d;
-    norm += double(scratch_[i]) * scratch_[i];
-  }
-  float sum[1] = {static_cast<float>(local)};
-  allreduce_.sum(sum, 1);
-  return {sum[0] / t_->size(), norm};
+  return consensus_distance(allreduce_, t_->size(), x, floats_, scratch_);
 }
 
 std::string DecentralizedHook::log_extra(int64_t step, model::Mlp& model) {
@@ -284,37 +274,18 @@ bool DecentralizedHook::finish(model::Mlp& model) {
 
 namespace gossip::peer {
 
-// Push-sum's numerator, then its weight as the two halves of the double (kept exact).
 std::vector<float> DecentralizedHook::save_state() {
   if (!push_sum_ || !push_sum_started_) return {};
-  std::vector<float> s = push_sum_->numerator();
-  const double w = push_sum_->weight();
-  float halves[2];
-  std::memcpy(halves, &w, sizeof(w));
-  s.insert(s.end(), halves, halves + 2);
-  return s;
+  return push_sum_->save_state();
 }
 
 void DecentralizedHook::restore_state(const std::vector<float>& state) {
   if (!push_sum_ || state.empty()) return;
-  if (state.size() != floats_ + 2)
-    throw Error("peer " + std::to_string(t_->rank()), "checkpoint's push-sum state has " + std::to_string(state.size()) +
-                                                          " floats, expected " + std::to_string(floats_ + 2));
-  double w;
-  std::memcpy(&w, state.data() + floats_, sizeof(w));
-  push_sum_->init(state.data());
-  push_sum_->set_state(state.data(), w);
+  push_sum_->restore_state(state, "peer " + std::to_string(t_->rank()));
   push_sum_started_ = true;
 }
 
-int64_t DecentralizedHook::agree_min(int64_t value) {
-  std::vector<float> v(t_->size(), 0.0f);
-  v[t_->rank()] = static_cast<float>(value + 1);  // exact: value < 2^24
-  allreduce_.sum(v.data(), v.size());
-  int64_t m = static_cast<int64_t>(v[0]) - 1;
-  for (float f : v) m = std::min(m, static_cast<int64_t>(f) - 1);
-  return m;
-}
+int64_t DecentralizedHook::agree_min(int64_t value) { return peer::agree_min(allreduce_, t_->size(), t_->rank(), value); }
 
 std::string DecentralizedHook::membership_problem() {
   if (!membership_) return "a membership change";

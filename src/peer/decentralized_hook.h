@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "algorithms/collectives.h"
+#include "algorithms/consensus.h"
 #include "peer/config.h"
 #include "control/control.h"
 #include "algorithms/gossip_step.h"
@@ -17,12 +18,6 @@
 #include "peer/trainer.h"
 
 namespace gossip::peer {
-
-struct Consensus {
-  double distance = 0;     // Ξ
-  double mean_norm2 = 0;   // ‖x̄‖²
-  double relative() const { return mean_norm2 > 0 ? distance / mean_norm2 : 0; }
-};
 
 class Membership;
 struct ViewChange;

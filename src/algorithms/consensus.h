@@ -1,0 +1,27 @@
+// Collectives over the ring all-reduce that measure or agree rather than mix: the consensus
+// distance Ξ = (1/n)·Σ‖x_i − x̄‖² and the smallest of every peer's value. Every peer must call
+// them at the same point.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/collectives.h"
+
+namespace gossip::peer {
+
+struct Consensus {
+  double distance = 0;     // Ξ
+  double mean_norm2 = 0;   // ‖x̄‖²
+  double relative() const { return mean_norm2 > 0 ? distance / mean_norm2 : 0; }
+};
+
+// Ξ of this peer's x (n values) and the others'; `scratch` holds x̄ meanwhile.
+Consensus consensus_distance(RingAllReduce& allreduce, int peers, const float* x, size_t n, std::vector<float>& scratch);
+
+// The smallest of every peer's `value` (−1 ≤ value < 2^24, exact in a float), e.g. the newest
+// checkpoint step every peer has.
+int64_t agree_min(RingAllReduce& allreduce, int peers, int rank, int64_t value);
+
+}  // namespace gossip::peer
