@@ -26,7 +26,7 @@ Checkpoint sample(int64_t step) {
   c.peers = 4;
   for (int i = 0; i < 1000; ++i) {
     c.params.push_back(0.001f * i + step);
-    c.velocity.push_back(-0.5f * i);
+    c.optimizer_state.push_back(-0.5f * i);
   }
   c.extra = {1.0f, 2.0f};
   return c;
@@ -44,7 +44,7 @@ TEST(Checkpoint, RoundTripsEveryField) {
   EXPECT_EQ(back->rank, 1);
   EXPECT_EQ(back->peers, 4);
   EXPECT_EQ(back->params, c.params);
-  EXPECT_EQ(back->velocity, c.velocity);
+  EXPECT_EQ(back->optimizer_state, c.optimizer_state);
   EXPECT_EQ(back->extra, c.extra);
 }
 

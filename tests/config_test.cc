@@ -86,6 +86,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"peers: {count: 6}\ntopology: {kind: torus, rows: 4}\n", "does not divide"},
         BadCase{"peers: {count: 4}\ntopology: push_sum_one_peer_exponential\nalgorithm: gossip\n", "push_sum"},
         BadCase{"data: {sharding: random}\n", "data.sharding"},
+        BadCase{"optimizer: {kind: adam}\n", "field 'optimizer.kind': 'adam' is not one of sgd, adamw"},
+        BadCase{"optimizer: {kind: adamw, beta2: 1.5}\n", "optimizer.beta2"},
         BadCase{"checkpoint: {every: 10}\n", "missing field 'dir'"},
         BadCase{"checkpoint: {dir: /tmp/x, every: 0}\n", "checkpoint.every"},
         BadCase{"algorithm: {kind: gossip, dead_after_s: soon}\n", "algorithm.dead_after_s"},

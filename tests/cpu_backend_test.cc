@@ -94,6 +94,66 @@ TEST(CpuBackend, SgdMomentumAndNesterovFollowTorchConvention) {
   EXPECT_FLOAT_EQ(w2[0], 1.0f - 0.1f * (0.5f + 0.9f * vn));
 }
 
+// Adam's first step, bias-corrected, moves every weight by lr against the sign of its gradient
+// (m̂ = g, v̂ = g²), whatever the gradient's size; a zero gradient leaves it where it is.
+TEST(CpuBackend, AdamWFirstStepMovesEachWeightByLrAgainstItsGradient) {
+  CpuBackend be;
+  std::vector<float> w{1, 1, 1, 1}, g{0.5f, -2.0f, 1e-3f, 0.0f}, m(4, 0.0f), v(4, 0.0f);
+  AdamWStep s;
+  s.lr = 0.1f;
+  s.bias1 = 1 - 0.9f;
+  s.bias2 = 1 - 0.999f;
+  be.adamw_update(w.data(), g.data(), m.data(), v.data(), 4, s);
+  EXPECT_NEAR(w[0], 0.9f, 1e-5);
+  EXPECT_NEAR(w[1], 1.1f, 1e-5);
+  EXPECT_NEAR(w[2], 0.9f, 1e-4);
+  EXPECT_EQ(w[3], 1.0f);
+  EXPECT_NEAR(m[1], -0.2f, 1e-7);
+  EXPECT_NEAR(v[1], 0.004f, 1e-7);
+}
+
+TEST(CpuBackend, AdamWWeightDecayIsDecoupledFromTheGradient) {
+  CpuBackend be;
+  std::vector<float> w{2.0f, -4.0f}, g(2, 0.0f), m(2, 0.0f), v(2, 0.0f);
+  AdamWStep s;
+  s.lr = 0.1f;
+  s.weight_decay = 0.5f;
+  be.adamw_update(w.data(), g.data(), m.data(), v.data(), 2, s);
+  EXPECT_FLOAT_EQ(w[0], 2.0f * 0.95f);  // SGD's L2 term would have gone through the moments
+  EXPECT_FLOAT_EQ(w[1], -4.0f * 0.95f);
+}
+
+// Five steps against the update written out in double precision (PyTorch's AdamW formula).
+TEST(CpuBackend, AdamWFollowsTheDoublePrecisionFormulaOverSteps) {
+  CpuBackend be;
+  const size_t n = 7;
+  std::vector<float> w(n), m(n, 0.0f), v(n, 0.0f);
+  std::vector<double> wd(n), md(n, 0.0), vd(n, 0.0);
+  for (size_t i = 0; i < n; ++i) w[i] = static_cast<float>(wd[i] = 0.3 * double(i) - 1.0);
+  const double lr = 0.01, b1 = 0.9, b2 = 0.99, eps = 1e-6, decay = 0.1;
+  for (int t = 1; t <= 5; ++t) {
+    std::vector<float> g(n);
+    for (size_t i = 0; i < n; ++i) g[i] = static_cast<float>(std::sin(double(t * 7 + i)));
+    AdamWStep s{static_cast<float>(lr), static_cast<float>(b1), static_cast<float>(b2), static_cast<float>(eps),
+                static_cast<float>(decay), static_cast<float>(1 - std::pow(b1, t)), static_cast<float>(1 - std::pow(b2, t))};
+    be.adamw_update(w.data(), g.data(), m.data(), v.data(), n, s);
+    for (size_t i = 0; i < n; ++i) {
+      wd[i] *= 1 - lr * decay;
+      md[i] = b1 * md[i] + (1 - b1) * g[i];
+      vd[i] = b2 * vd[i] + (1 - b2) * double(g[i]) * g[i];
+      wd[i] -= lr / (1 - std::pow(b1, t)) * md[i] / (std::sqrt(vd[i]) / std::sqrt(1 - std::pow(b2, t)) + eps);
+    }
+  }
+  for (size_t i = 0; i < n; ++i) EXPECT_NEAR(w[i], wd[i], 1e-5) << i;
+}
+
+TEST(CpuBackend, Norm2) {
+  CpuBackend be;
+  std::vector<float> x{3, 4, 0};
+  EXPECT_DOUBLE_EQ(be.norm2(x.data(), 3), 5.0);
+  EXPECT_DOUBLE_EQ(be.norm2(nullptr, 0), 0.0);
+}
+
 TEST(CpuBackend, AxpyScaleFillCopy) {
   CpuBackend be;
   std::vector<float> x{1, 2, 3}, y{1, 1, 1};

@@ -123,6 +123,30 @@ TEST_F(CudaVsCpu, SoftmaxAndSgd) {
   for (int i = 0; i < 1000; ++i) ASSERT_NEAR(wgot[i], w[i], 1e-5);
 }
 
+TEST_F(CudaVsCpu, AdamWAndNorm) {
+  const size_t n = 5000;
+  auto w = random(n, 11), grad = random(n, 12), m = random(n, 13), v = random(n, 14);
+  for (float& x : v) x = x * x;  // a second moment is never negative
+  on_gpu(w);
+  float* dw = last();
+  on_gpu(grad);
+  float* dg = last();
+  on_gpu(m);
+  float* dm = last();
+  on_gpu(v);
+  float* dv = last();
+  AdamWStep s{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1 - 0.9f * 0.9f * 0.9f, 1 - 0.999f * 0.999f * 0.999f};
+  gpu_->adamw_update(dw, dg, dm, dv, n, s);
+  cpu_->adamw_update(w.data(), grad.data(), m.data(), v.data(), n, s);
+  const auto wgot = fetch(dw, n), mgot = fetch(dm, n), vgot = fetch(dv, n);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_NEAR(mgot[i], m[i], 1e-6) << i;
+    ASSERT_NEAR(vgot[i], v[i], 1e-6) << i;
+    ASSERT_NEAR(wgot[i], w[i], 1e-5) << i;
+  }
+  EXPECT_NEAR(gpu_->norm2(dg, n), cpu_->norm2(grad.data(), n), 1e-4 * cpu_->norm2(grad.data(), n));
+}
+
 TEST_F(CudaVsCpu, LargeUploadDownloadRoundTrip) {
   // Larger than the pinned staging buffer, so the chunked path is exercised.
   auto big = random(3 << 20, 10);

@@ -172,7 +172,9 @@ TEST(Elastic, TwoPeersJoinARunningRingOfFour) {
   const std::vector<double> bar = averaged(fixed.output);
   ASSERT_EQ(bar.size(), 6u);
 
-  const std::string y = dir.write("four.yaml", yaml(4, 45));
+  // Long enough that the second joiner, started once the first has joined, still finds the run
+  // going on 2 loaded cores (at 45 epochs the run sometimes ended first).
+  const std::string y = dir.write("four.yaml", yaml(4, 90));
   testing::BackgroundRun run(y, dir.path() + "/run.log");
   const std::string contact0 = run.peer0_endpoint();
   ASSERT_FALSE(contact0.empty()) << run.log();

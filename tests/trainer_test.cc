@@ -25,6 +25,21 @@ TEST(Trainer, SinglePeerLearnsSyntheticData) {
   EXPECT_GT(r.samples_per_s, 0);
 }
 
+TEST(Trainer, AdamWWithClippingLearnsSyntheticData) {
+  RunConfig c = parse_config(R"(
+seed: 4
+device: cpu
+log_every: 1000
+model: {hidden: [32]}
+data: {dataset: synthetic, synthetic: {train: 2000, test: 500, dims: 16, classes: 4}}
+optimizer: {kind: adamw, lr: 0.003, weight_decay: 0.01, clip_norm: 1.0, batch: 32, epochs: 2, schedule: cosine}
+)", "adamw.yaml");
+  ASSERT_EQ(c.train.optimizer.kind, model::OptimizerKind::kAdamW);
+  Trainer t(c, 0, 1, nullptr);
+  const TrainResult r = t.run();
+  EXPECT_GT(r.test.accuracy, 0.9);
+}
+
 TEST(Trainer, DeterministicGivenSeed) {
   RunConfig c = synthetic_config();
   c.train.epochs = 0.5;

@@ -17,6 +17,11 @@ struct LossResult {
   int correct = 0;     // arg-max hits
 };
 
+// One AdamW step's scalars (see model::AdamW): bias1 = 1 − β1^t, bias2 = 1 − β2^t.
+struct AdamWStep {
+  float lr = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0, bias1 = 1, bias2 = 1;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -47,6 +52,10 @@ class Backend {
   // PyTorch-convention SGD: g += wd·w; v = μ·v + g; step = nesterov ? g + μ·v : v; w -= lr·step.
   virtual void sgd_update(float* w, const float* g, float* v, size_t n, float lr, float momentum,
                           float weight_decay, bool nesterov) = 0;
+  // PyTorch-convention AdamW: w ← w·(1 − lr·wd); m ← β1·m + (1−β1)·g; v ← β2·v + (1−β2)·g²;
+  // w ← w − (lr/bias1)·m / (√v/√bias2 + ε).
+  virtual void adamw_update(float* w, const float* g, float* m, float* v, size_t n, const AdamWStep& s) = 0;
+  virtual double norm2(const float* x, size_t n) = 0;                  // √(Σ x²)
   virtual void axpy(size_t n, float a, const float* x, float* y) = 0;  // y += a·x
   virtual void scale(size_t n, float a, float* x) = 0;                 // x *= a
 };

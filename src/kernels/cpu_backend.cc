@@ -97,6 +97,25 @@ void CpuBackend::sgd_update(float* w, const float* g, float* v, size_t n, float 
   }
 }
 
+void CpuBackend::adamw_update(float* w, const float* g, float* m, float* v, size_t n, const AdamWStep& s) {
+  const float decay = 1.0f - s.lr * s.weight_decay;
+  const float step_size = s.lr / s.bias1;
+  const float bias2_root = std::sqrt(s.bias2);
+  for (size_t i = 0; i < n; ++i) {
+    const float mi = s.beta1 * m[i] + (1.0f - s.beta1) * g[i];
+    const float vi = s.beta2 * v[i] + (1.0f - s.beta2) * g[i] * g[i];
+    m[i] = mi;
+    v[i] = vi;
+    w[i] = w[i] * decay - step_size * mi / (std::sqrt(vi) / bias2_root + s.eps);
+  }
+}
+
+double CpuBackend::norm2(const float* x, size_t n) {
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += double(x[i]) * x[i];
+  return std::sqrt(sum);
+}
+
 void CpuBackend::axpy(size_t n, float a, const float* x, float* y) {
   for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
 }

@@ -27,6 +27,8 @@ class CpuBackend final : public Backend {
                           float* dlogits, float grad_scale) override;
   void sgd_update(float* w, const float* g, float* v, size_t n, float lr, float momentum,
                   float weight_decay, bool nesterov) override;
+  void adamw_update(float* w, const float* g, float* m, float* v, size_t n, const AdamWStep& s) override;
+  double norm2(const float* x, size_t n) override;
   void axpy(size_t n, float a, const float* x, float* y) override;
   void scale(size_t n, float a, float* x) override;
 };

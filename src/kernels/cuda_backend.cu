@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -120,6 +121,16 @@ class CudaBackend final : public Backend {
                   float weight_decay, bool nesterov) override {
     cuda::sgd_update(w, g, v, n, lr, momentum, weight_decay, nesterov, stream());
     check_launch();
+  }
+  void adamw_update(float* w, const float* g, float* m, float* v, size_t n, const AdamWStep& s) override {
+    cuda::adamw_update(w, g, m, v, n, s.beta1, s.beta2, s.eps, 1.0f - s.lr * s.weight_decay, s.lr / s.bias1,
+                       std::sqrt(s.bias2), stream());
+    check_launch();
+  }
+  double norm2(const float* x, size_t n) override {
+    float result = 0;  // cuBLAS writes it to the host and waits for the stream (host pointer mode)
+    if (n) GOSSIP_CUBLAS_CHECK(cublasSnrm2(cublas_.get(), static_cast<int>(n), x, 1, &result));
+    return result;
   }
   void axpy(size_t n, float a, const float* x, float* y) override {
     cuda::axpy(n, a, x, y, stream());

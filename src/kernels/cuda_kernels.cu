@@ -82,6 +82,18 @@ __global__ void sgd_kernel(float* w, const float* g, float* v, size_t n, float l
   }
 }
 
+__global__ void adamw_kernel(float* w, const float* g, float* m, float* v, size_t n, float beta1, float beta2,
+                             float eps, float decay, float step_size, float bias2_root) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const float gi = g[i];
+    const float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+    const float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    w[i] = w[i] * decay - step_size * mi / (sqrtf(vi) / bias2_root + eps);
+  }
+}
+
 __global__ void axpy_kernel(size_t n, float a, const float* x, float* y) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     y[i] += a * x[i];
@@ -117,6 +129,10 @@ void softmax_xent(const float* logits, const int32_t* labels, int rows, int cols
 void sgd_update(float* w, const float* g, float* v, size_t n, float lr, float momentum, float wd,
                 bool nesterov, cudaStream_t s) {
   if (n) sgd_kernel<<<blocks_for(n), kThreads, 0, s>>>(w, g, v, n, lr, momentum, wd, nesterov);
+}
+void adamw_update(float* w, const float* g, float* m, float* v, size_t n, float beta1, float beta2, float eps,
+                  float decay, float step_size, float bias2_root, cudaStream_t s) {
+  if (n) adamw_kernel<<<blocks_for(n), kThreads, 0, s>>>(w, g, m, v, n, beta1, beta2, eps, decay, step_size, bias2_root);
 }
 void axpy(size_t n, float a, const float* x, float* y, cudaStream_t s) {
   if (n) axpy_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, a, x, y);

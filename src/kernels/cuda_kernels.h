@@ -17,6 +17,9 @@ void softmax_xent(const float* logits, const int32_t* labels, int rows, int cols
                   float grad_scale, float* row_loss, int* row_hit, cudaStream_t stream);
 void sgd_update(float* w, const float* g, float* v, size_t n, float lr, float momentum,
                 float weight_decay, bool nesterov, cudaStream_t stream);
+// AdamW with the step's scalars folded: decay = 1 − lr·wd, step_size = lr/bias1, bias2_root = √bias2.
+void adamw_update(float* w, const float* g, float* m, float* v, size_t n, float beta1, float beta2, float eps,
+                  float decay, float step_size, float bias2_root, cudaStream_t stream);
 void axpy(size_t n, float a, const float* x, float* y, cudaStream_t stream);
 void scale(size_t n, float a, float* x, cudaStream_t stream);
 

@@ -1,28 +1,82 @@
-// SGD with (Nesterov) momentum and weight decay over the model's contiguous buffers.
+// Optimizers over the model's contiguous buffers: SGD with (Nesterov) momentum, and AdamW. Their
+// state (momentum; AdamW's two moments and step count) is this peer's own: gossip mixes the
+// parameters only. A peer that starts again from another's model (a joiner, a rejoin) resets
+// it; checkpoints save and restore it exactly. Optional global-norm gradient clipping first.
 #pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "kernels/backend.h"
 #include "model/mlp.h"
 
 namespace gossip::model {
 
+enum class OptimizerKind { kSgd, kAdamW };
+// "sgd", "adamw" (the YAML's names); nullopt for any other.
+std::optional<OptimizerKind> parse_optimizer_kind(const std::string& name);
+
 struct OptimizerConfig {
-  double momentum = 0.9;      // 0 disables momentum
-  bool nesterov = false;      // Nesterov look-ahead
-  double weight_decay = 0.0;  // L2 coefficient added to the gradient
+  double momentum = 0.9;      // SGD: 0 disables momentum
+  bool nesterov = false;      // SGD: Nesterov look-ahead
+  double weight_decay = 0.0;  // SGD: L2 coefficient added to the gradient; AdamW: decoupled decay
+  OptimizerKind kind = OptimizerKind::kSgd;
+  double beta1 = 0.9;         // AdamW: first-moment decay
+  double beta2 = 0.999;       // AdamW: second-moment decay
+  double eps = 1e-8;          // AdamW: added to the root of the second moment
+  double clip_norm = 0;       // > 0: gradients are scaled so that their global L2 norm is at most this
 };
 
-class Sgd {
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual void step(double lr) = 0;  // applies model.grads() to model.params()
+  virtual void reset() = 0;          // zero state (a peer that starts again from another's model)
+  // The state as floats, for checkpoints, and back; restore throws gossip::Error naming `source`
+  // for a state of another size.
+  virtual std::vector<float> save_state() const = 0;
+  virtual void restore_state(const std::vector<float>& state, const std::string& source) = 0;
+};
+
+std::unique_ptr<Optimizer> make_optimizer(Mlp& model, const OptimizerConfig& config);
+
+// Scales the gradients so that their global L2 norm is at most `max_norm` (no-op when
+// max_norm <= 0); returns the norm before clipping (0 when not computed).
+double clip_gradients(Mlp& model, double max_norm);
+
+class Sgd final : public Optimizer {
  public:
   Sgd(Mlp& model, OptimizerConfig config);
-  void step(double lr);  // applies model.grads() to model.params()
-  float* velocity() { return velocity_.get(); }
-  void reset();  // zero momentum (a peer that starts again from another's model)
+  void step(double lr) override;
+  void reset() override;
+  std::vector<float> save_state() const override;  // the momentum buffer
+  void restore_state(const std::vector<float>& state, const std::string& source) override;
 
  private:
   Mlp* model_;  // owned by the trainer, outlives the optimizer
   OptimizerConfig config_;
   kernels::DeviceArray<float> velocity_;
+};
+
+// Loshchilov & Hutter's AdamW as PyTorch computes it: w ← w·(1 − lr·wd); m ← β1·m + (1−β1)·g;
+// v ← β2·v + (1−β2)·g²; w ← w − (lr / (1−β1^t))·m / (√v / √(1−β2^t) + ε).
+class AdamW final : public Optimizer {
+ public:
+  AdamW(Mlp& model, OptimizerConfig config);
+  void step(double lr) override;
+  void reset() override;
+  std::vector<float> save_state() const override;  // m, v, then t as the two float halves of a double
+  void restore_state(const std::vector<float>& state, const std::string& source) override;
+  int64_t steps() const { return t_; }
+
+ private:
+  Mlp* model_;  // owned by the trainer, outlives the optimizer
+  OptimizerConfig config_;
+  kernels::DeviceArray<float> m_, v_;
+  int64_t t_ = 0;  // steps taken (bias correction)
 };
 
 }  // namespace gossip::model

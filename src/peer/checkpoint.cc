@@ -29,7 +29,7 @@ struct Fixed {
   char magic[8];
   uint32_t version, epoch, rank, peers;
   int64_t step;
-  uint64_t n_params, n_velocity, n_extra;
+  uint64_t n_params, n_optimizer, n_extra;
 };
 
 void append(std::string& out, const void* p, size_t bytes) { out.append(static_cast<const char*>(p), bytes); }
@@ -66,13 +66,13 @@ void write_checkpoint(const std::string& dir, const Checkpoint& c) {
   f.peers = static_cast<uint32_t>(c.peers);
   f.step = c.step;
   f.n_params = c.params.size();
-  f.n_velocity = c.velocity.size();
+  f.n_optimizer = c.optimizer_state.size();
   f.n_extra = c.extra.size();
   std::string bytes;
-  bytes.reserve(sizeof(f) + 4 * (c.params.size() + c.velocity.size() + c.extra.size()) + 4);
+  bytes.reserve(sizeof(f) + 4 * (c.params.size() + c.optimizer_state.size() + c.extra.size()) + 4);
   append(bytes, &f, sizeof(f));
   append(bytes, c.params.data(), c.params.size() * sizeof(float));
-  append(bytes, c.velocity.data(), c.velocity.size() * sizeof(float));
+  append(bytes, c.optimizer_state.data(), c.optimizer_state.size() * sizeof(float));
   append(bytes, c.extra.data(), c.extra.size() * sizeof(float));
   const uint32_t crc = crc32c(bytes.data(), bytes.size());
   append(bytes, &crc, sizeof(crc));
@@ -135,8 +135,8 @@ std::optional<Checkpoint> read_checkpoint(const std::string& path, std::string* 
                std::to_string(kVersion) + ")";
     return std::nullopt;
   }
-  const uint64_t floats = f.n_params + f.n_velocity + f.n_extra;
-  if (f.n_params > bytes.size() || f.n_velocity > bytes.size() || f.n_extra > bytes.size() ||
+  const uint64_t floats = f.n_params + f.n_optimizer + f.n_extra;
+  if (f.n_params > bytes.size() || f.n_optimizer > bytes.size() || f.n_extra > bytes.size() ||
       bytes.size() != sizeof(f) + floats * sizeof(float) + 4) {
     *problem = "size " + std::to_string(bytes.size()) + " bytes does not match its header (truncated?)";
     return std::nullopt;
@@ -159,7 +159,7 @@ std::optional<Checkpoint> read_checkpoint(const std::string& path, std::string* 
     p += n * sizeof(float);
   };
   take(c.params, f.n_params);
-  take(c.velocity, f.n_velocity);
+  take(c.optimizer_state, f.n_optimizer);
   take(c.extra, f.n_extra);
   return c;
 }

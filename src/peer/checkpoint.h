@@ -17,7 +17,7 @@ struct Checkpoint {
   int rank = 0;           // this peer's rank in that membership
   int peers = 0;          // number of peers in it
   std::vector<float> params;    // the model's parameter buffer
-  std::vector<float> velocity;  // the optimiser's momentum buffer
+  std::vector<float> optimizer_state;  // SGD: the momentum; AdamW: both moments and the step count
   std::vector<float> extra;     // the algorithm's state (push-sum: numerator, then the weight)
 };
 

@@ -310,9 +310,14 @@ void parse_train(MapReader& top, RunConfig& cfg) {
   if (!top.has("optimizer")) return;
   MapReader o(top.get("optimizer"), top.file(), "optimizer");
   o.read_number("lr", t.schedule.base_lr, 0, 1e3);
+  o.read_choice("kind", t.optimizer.kind, {{"sgd", model::OptimizerKind::kSgd}, {"adamw", model::OptimizerKind::kAdamW}});
   o.read_number("momentum", t.optimizer.momentum, 0, 0.9999);
   o.read("nesterov", t.optimizer.nesterov, "true or false");
   o.read_number("weight_decay", t.optimizer.weight_decay, 0, 1);
+  o.read_number("beta1", t.optimizer.beta1, 0, 0.9999999);
+  o.read_number("beta2", t.optimizer.beta2, 0, 0.9999999);
+  o.read_number("eps", t.optimizer.eps, 1e-30, 1);
+  o.read_number("clip_norm", t.optimizer.clip_norm, 0, 1e30);
   o.read_number("batch", t.batch, 1, 1 << 16);
   o.read_number("epochs", t.epochs, 0, 1e6);
   if (o.has("schedule")) {

@@ -64,7 +64,7 @@ Trainer::Trainer(const RunConfig& config, int rank, int n, StepHook* hook)
   const int rows = std::max(batch, kEvalBatch);  // training and evaluation share the buffers
   model_ = std::make_unique<model::Mlp>(*backend_, dims, rows);
   model_->init(config.init == Init::kPerRank ? config.seed + 1000003ull * (rank + 1) : config.seed);
-  sgd_ = std::make_unique<model::Sgd>(*model_, config.train.optimizer);
+  optimizer_ = model::make_optimizer(*model_, config.train.optimizer);
   batch_x_.resize(size_t(rows) * data_.train.cols);
   batch_y_.resize(rows);
 }
@@ -106,7 +106,7 @@ void Trainer::next_batch(bool gather) {
 
 void Trainer::restore(const Checkpoint& c, const std::string& source) {
   const size_t n = model_->num_params();
-  if (c.params.size() != n || c.velocity.size() != n)
+  if (c.params.size() != n)
     throw Error(source, "checkpoint holds " + std::to_string(c.params.size()) + " parameters, this model has " +
                             std::to_string(n) + ": another model shape");
   if (c.rank != rank_ || c.peers != n_ || c.epoch != 0)
@@ -117,7 +117,7 @@ void Trainer::restore(const Checkpoint& c, const std::string& source) {
     throw Error(source, "checkpoint is at step " + std::to_string(c.step) + ", outside this run's " +
                             std::to_string(total_steps_) + " steps");
   model_->upload_params(c.params);
-  backend_->upload(sgd_->velocity(), c.velocity.data(), n * sizeof(float));
+  optimizer_->restore_state(c.optimizer_state, source);
   if (hook_) hook_->restore_state(c.extra);
   for (int64_t s = 0; s < c.step; ++s) next_batch(false);
   start_step_ = c.step;
@@ -131,8 +131,7 @@ void Trainer::save_checkpoint(int64_t steps_done) {
   c.peers = n_;
   c.epoch = hook_ ? hook_->membership_epoch() : 0;
   c.params = model_->download_params();
-  c.velocity.resize(model_->num_params());
-  backend_->download(c.velocity.data(), sgd_->velocity(), c.velocity.size() * sizeof(float));
+  c.optimizer_state = optimizer_->save_state();
   if (hook_) c.extra = hook_->save_state();
   write_checkpoint(config_.checkpoint_dir, c);
 }
@@ -170,7 +169,7 @@ TrainResult Trainer::run() {
     if (!std::isfinite(s.loss_sum))
       throw Error("peer " + std::to_string(rank_), "training loss became " + std::to_string(s.loss_sum) +
                                                        " at step " + std::to_string(step) + " (lower the learning rate)");
-    sgd_->step(model::learning_rate(config_.train.schedule, step, total_steps_));
+    optimizer_->step(model::learning_rate(config_.train.schedule, step, total_steps_));
     if (config_.slowdown > 1) {  // an emulated straggler: its computation takes slowdown× as long
       backend_->synchronize();
       std::this_thread::sleep_for((Clock::now() - step_start) * (config_.slowdown - 1));
@@ -183,7 +182,7 @@ TrainResult Trainer::run() {
       int64_t next;
       if (hook_->rejoined(&next)) {
         jump = next;
-        sgd_->reset();  // like a joiner: no momentum from the model it dropped
+        optimizer_->reset();  // like a joiner: no optimiser state from the model it dropped
       }
     }
     interval_loss += s.loss_sum;

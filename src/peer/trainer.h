@@ -97,7 +97,7 @@ class Trainer {
   uint64_t epoch_of_shard_ = 0;
   std::unique_ptr<kernels::Backend> backend_;
   std::unique_ptr<model::Mlp> model_;
-  std::unique_ptr<model::Sgd> sgd_;
+  std::unique_ptr<model::Optimizer> optimizer_;
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
   std::vector<float> batch_x_;
