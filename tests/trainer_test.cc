@@ -5,16 +5,15 @@
 namespace gossip::peer {
 namespace {
 
-RunConfig synthetic_config() {
-  RunConfig c = parse_config(R"(
+RunConfig synthetic_config(const std::string& optimizer = "{lr: 0.05, momentum: 0.9, batch: 32, epochs: 2}") {
+  return parse_config(R"(
 seed: 4
 device: cpu
 log_every: 1000
 model: {hidden: [32]}
 data: {dataset: synthetic, synthetic: {train: 2000, test: 500, dims: 16, classes: 4}}
-optimizer: {lr: 0.05, momentum: 0.9, batch: 32, epochs: 2}
-)", "synthetic.yaml");
-  return c;
+optimizer: )" + optimizer + "\n",
+                      "synthetic.yaml");
 }
 
 TEST(Trainer, SinglePeerLearnsSyntheticData) {
@@ -26,14 +25,8 @@ TEST(Trainer, SinglePeerLearnsSyntheticData) {
 }
 
 TEST(Trainer, AdamWWithClippingLearnsSyntheticData) {
-  RunConfig c = parse_config(R"(
-seed: 4
-device: cpu
-log_every: 1000
-model: {hidden: [32]}
-data: {dataset: synthetic, synthetic: {train: 2000, test: 500, dims: 16, classes: 4}}
-optimizer: {kind: adamw, lr: 0.003, weight_decay: 0.01, clip_norm: 1.0, batch: 32, epochs: 2, schedule: cosine}
-)", "adamw.yaml");
+  const RunConfig c = synthetic_config(
+      "{kind: adamw, lr: 0.003, weight_decay: 0.01, clip_norm: 1.0, batch: 32, epochs: 2, schedule: cosine}");
   ASSERT_EQ(c.train.optimizer.kind, model::OptimizerKind::kAdamW);
   Trainer t(c, 0, 1, nullptr);
   const TrainResult r = t.run();
