@@ -122,7 +122,7 @@ class RingAllReduce {
   void average(float* x, size_t n);
 
  private:
-  Transport* t_;  // owned by the peer's main, outlives every algorithm object
+  Transport* t_;  // owned by the peer's Node (or a test), outlives every algorithm object
   size_t chunk_floats_;
   double timeout_s_;
   uint64_t sequence_ = 0;  // collective number: matches messages of the same call across peers

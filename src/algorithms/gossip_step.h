@@ -32,7 +32,7 @@ class GossipStep {
 
  private:
   void send_own(const topology::Neighbours& nb, const VectorRef& ref, const float* in, SendGuard& guard);
-  Transport* t_;  // owned by the peer's main, outlives the step
+  Transport* t_;  // owned by the peer's Node (or a test), outlives the step
   topology::Graph graph_;
   size_t floats_;
   size_t chunk_floats_;

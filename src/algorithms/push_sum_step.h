@@ -71,7 +71,7 @@ class PushSumStep {
   void fold_arrived();
   void send_shares(const topology::Neighbours& nb, uint64_t round, const float* z);
 
-  Transport* t_;  // owned by the peer's main, outlives the step
+  Transport* t_;  // owned by the peer's Node (or a test), outlives the step
   topology::Graph graph_;
   size_t floats_;
   size_t chunk_floats_;

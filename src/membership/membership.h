@@ -139,7 +139,7 @@ class Membership {
   // Moves the comm thread's suspicion notes of current members into deferred_ (others dropped).
   void take_suspicions();
 
-  MembershipPort* port_;   // both owned by the peer's main, outlive this
+  MembershipPort* port_;   // both owned by the peer's Node (or a test), outlive this
   ViewTransport* view_;
   double timeout_s_;
   size_t num_params_;

@@ -48,7 +48,7 @@ class ViewTransport final : public Transport {
   int id_of(int rank) const;
 
  private:
-  MembershipPort* inner_;  // owned by the peer's main, outlives this
+  MembershipPort* inner_;  // owned by the peer's Node (or a test), outlives this
   mutable std::mutex mutex_;
   View view_;    // guarded by mutex_ (the comm thread reads it for status replies)
   int self_id_;  // guarded by mutex_

@@ -79,7 +79,7 @@ class DecentralizedHook final : public StepHook {
   bool asynchronous() const { return push_sum_ && push_sum_->asynchronous(); }
   int consensus_every_;
   int log_every_;
-  Transport* t_;  // owned by the peer's main, outlives the hook
+  Transport* t_;  // owned by the peer's Node (or a test), outlives the hook
   size_t floats_;
   RingAllReduce allreduce_;
   std::optional<GossipStep> gossip_;

@@ -24,8 +24,9 @@ using Clock = std::chrono::steady_clock;
 using Owner = std::shared_ptr<const void>;
 
 struct OutMessage {
-  // kind, round, tag, total_floats, offset, weight, dtype: filled by the caller; sender, epoch,
-  // payload_bytes and checksum: stamped by the transport alone.
+  // kind, round, tag, total_floats, offset, weight, dtype: filled by the caller; sender,
+  // payload_bytes and checksum: stamped by the transport alone; epoch: by ViewTransport for the
+  // algorithms' messages (membership's own name the epoch they change: text_message).
   Header header;
   const void* data = nullptr;   // `count` values of header.dtype, kept alive by `owner`
   size_t count = 0;
@@ -34,7 +35,6 @@ struct OutMessage {
   bool checksum_ready = false;  // set by a transport that computed header.checksum already (send_to_each)
 };
 
-// A received chunk; `owner` keeps `data` alive (it points into the network buffer: no copy).
 // A message whose payload is text padded to whole floats (pad_text), kept alive by `text`.
 inline OutMessage text_message(MessageKind kind, uint32_t epoch, uint64_t round, uint32_t tag,
                                std::shared_ptr<const std::string> text) {
@@ -51,6 +51,7 @@ inline OutMessage text_message(MessageKind kind, uint32_t epoch, uint64_t round,
   return m;
 }
 
+// A received chunk; `owner` keeps `data` alive (it points into the network buffer: no copy).
 struct InMessage {
   Header header;
   const float* data = nullptr;  // the payload: `count` values of header.dtype (for bf16 see bf16())
