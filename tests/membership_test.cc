@@ -172,10 +172,11 @@ TEST(Elastic, TwoPeersJoinARunningRingOfFour) {
   const std::vector<double> bar = averaged(fixed.output);
   ASSERT_EQ(bar.size(), 6u);
 
-  // Long enough that the second joiner, started once the first has joined, still finds the run
-  // going on 2 loaded cores (at 45 epochs the run sometimes ended first).
-  const std::string y = dir.write("four.yaml", yaml(4, 90));
-  testing::BackgroundRun run(y, dir.path() + "/run.log");
+  // The members' steps take 4x as long (asleep): at full speed the run lasts 2 s, and the second
+  // joiner, started once the first has joined, once found it over on 2 loaded cores. (More
+  // epochs instead would overfit this noisy set and fall below the static run's accuracy.)
+  const std::string y = dir.write("four.yaml", yaml(4, 45));
+  testing::BackgroundRun run(y, dir.path() + "/run.log", "--slowdown 4");
   const std::string contact0 = run.peer0_endpoint();
   ASSERT_FALSE(contact0.empty()) << run.log();
   testing::wait_for_text(dir.path() + "/run.log", "step 100/", 60);
@@ -207,8 +208,10 @@ TEST(Elastic, TwoPeersJoinARunningRingOfFour) {
 // row); every member ends in the same view of 6.
 TEST(Elastic, TwoConcurrentJoinsThroughDifferentMembers) {
   TempDir dir;
+  // The members' steps take 10x as long (asleep): at full speed the run lasts 1.2 s, and it once
+  // ended on 2 loaded cores before the joiners' requests arrived.
   const std::string y = dir.write("four.yaml", yaml(4, 30));
-  testing::BackgroundRun run(y, dir.path() + "/run.log");
+  testing::BackgroundRun run(y, dir.path() + "/run.log", "--slowdown 10");
   ASSERT_FALSE(run.peer0_endpoint().empty()) << run.log();
   testing::wait_for_text(dir.path() + "/run.log", "step 100/", 60);
   start_joiner(dir, y, endpoint_of_rank(run.log(), 1), "join-a");

@@ -76,8 +76,10 @@ inline std::string read_file(const std::string& path) {
 // gossip-launch on `yaml` in the background (output to `log`) for tests that act on a live run.
 class BackgroundRun {
  public:
-  BackgroundRun(std::string yaml, std::string log) : yaml_(std::move(yaml)), log_(std::move(log)) {
-    started_ = std::system((bin("gossip-launch") + " " + yaml_ + " > " + log_ + " 2>&1 &").c_str()) == 0;
+  // `flags` go to gossip-launch after the YAML (e.g. "--slowdown 3").
+  BackgroundRun(std::string yaml, std::string log, const std::string& flags = "")
+      : yaml_(std::move(yaml)), log_(std::move(log)) {
+    started_ = std::system((bin("gossip-launch") + " " + yaml_ + " " + flags + " > " + log_ + " 2>&1 &").c_str()) == 0;
   }
   ~BackgroundRun() { stop(); }
   // Peer 0's data endpoint from its "bound" line ("" if it does not come within 10 s).

@@ -216,6 +216,8 @@ int run(int argc, char** argv) {
   flags.add_string("peer", "path of the gossip-peer binary", self_dir() + "/gossip-peer");
   flags.add_string("epochs", "passed on to every peer", std::nullopt);
   flags.add_string("device", "passed on to every peer", std::nullopt);
+  flags.add_string("slowdown", "passed on to every peer (tests, benchmarks: each step takes this many times longer)",
+                   std::nullopt);
   flags.add_bool("resume", "passed on: every peer continues from its newest common checkpoint");
   flags.add_bool("help", "print this help");
   flags.parse(argc, argv);
@@ -238,7 +240,7 @@ int run(int argc, char** argv) {
   for (int r = 0; r < n; ++r) {
     std::vector<std::string> args{peer_bin, "--config", config, "--rank", std::to_string(r)};
     if (!rendezvous.empty()) args.insert(args.end(), {"--rendezvous", rendezvous});
-    for (const char* f : {"epochs", "device"})
+    for (const char* f : {"epochs", "device", "slowdown"})
       if (flags.has(f)) args.insert(args.end(), {std::string("--") + f, flags.get_string(f)});
     if (flags.get_bool("resume")) args.push_back("--resume");
     children.push_back(spawn(r, std::move(args)));
