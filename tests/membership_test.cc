@@ -172,11 +172,12 @@ TEST(Elastic, TwoPeersJoinARunningRingOfFour) {
   const std::vector<double> bar = averaged(fixed.output);
   ASSERT_EQ(bar.size(), 6u);
 
-  // The members' steps take 4x as long (asleep): at full speed the run lasts 2 s, and the second
-  // joiner, started once the first has joined, once found it over on 2 loaded cores. (More
-  // epochs instead would overfit this noisy set and fall below the static run's accuracy.)
+  // The members' steps take 200x as long (asleep: their compute is ~20 µs, so the run lasts
+  // ~15 s instead of 2). On 2 loaded cores a joiner process took up to 2.5 s to start, and the
+  // second joiner, started once the first had joined, found the run over (also at 4x and 12x).
+  // More epochs instead would overfit this noisy set below the static run's accuracy.
   const std::string y = dir.write("four.yaml", yaml(4, 45));
-  testing::BackgroundRun run(y, dir.path() + "/run.log", "--slowdown 4");
+  testing::BackgroundRun run(y, dir.path() + "/run.log", "--slowdown 200");
   const std::string contact0 = run.peer0_endpoint();
   ASSERT_FALSE(contact0.empty()) << run.log();
   testing::wait_for_text(dir.path() + "/run.log", "step 100/", 60);
@@ -208,10 +209,10 @@ TEST(Elastic, TwoPeersJoinARunningRingOfFour) {
 // row); every member ends in the same view of 6.
 TEST(Elastic, TwoConcurrentJoinsThroughDifferentMembers) {
   TempDir dir;
-  // The members' steps take 10x as long (asleep): at full speed the run lasts 1.2 s, and it once
-  // ended on 2 loaded cores before the joiners' requests arrived.
+  // The members' steps take 200x as long (asleep: the run lasts ~12 s instead of 1.2): at full
+  // speed it once ended on 2 loaded cores before the joiners' requests arrived.
   const std::string y = dir.write("four.yaml", yaml(4, 30));
-  testing::BackgroundRun run(y, dir.path() + "/run.log", "--slowdown 10");
+  testing::BackgroundRun run(y, dir.path() + "/run.log", "--slowdown 200");
   ASSERT_FALSE(run.peer0_endpoint().empty()) << run.log();
   testing::wait_for_text(dir.path() + "/run.log", "step 100/", 60);
   start_joiner(dir, y, endpoint_of_rank(run.log(), 1), "join-a");
