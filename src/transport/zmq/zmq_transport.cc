@@ -152,8 +152,7 @@ void ZmqTransport::forget_join_requests() {
 }
 
 void ZmqTransport::send(int peer, OutMessage message) {
-  message.checksum_ready = false;  // computed on the comm thread (flush)
-  send_to_each({peer}, message);
+  send_to_each({peer}, message);  // one peer: the checksum is computed on the comm thread (flush)
 }
 
 void ZmqTransport::send_to_each(const std::vector<int>& peers, const OutMessage& message) {
