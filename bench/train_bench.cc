@@ -1,55 +1,105 @@
-// Local training throughput of one peer (no communication): samples/s of forward + backward +
-// SGD-momentum step for an MLP, on pre-generated random batches, with a fixed number of BLAS
-// threads. Prints one line: "gossip <dims> batch <b> threads <t> samples/s <x>".
+// Local training throughput of one peer (no communication): forward + backward + optimiser step
+// of a model on pre-generated random batches, with a fixed number of BLAS threads. Prints one
+// line: "gossip <model> batch <b> threads <t> samples/s <x>" (a GPT adds "tokens/s <y>").
 #include <chrono>
 #include <cstdio>
 #include <random>
 #include <sstream>
 #include <vector>
 
+#include "common/error.h"
 #include "common/flags.h"
 #include "kernels/backend.h"
-#include "model/mlp.h"
 #include "model/optimizer.h"
+#include "model/presets.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+gossip::model::ModelConfig model_config(const gossip::Flags& flags, gossip::model::InputShape* in) {
+  using gossip::model::ModelKind;
+  gossip::model::ModelConfig c;
+  const std::string name = flags.get_string("model");
+  *in = {1, 28, 28, 10};
+  if (name == "mlp") {
+    std::vector<int> dims;
+    std::stringstream ss(flags.get_string("dims"));
+    for (std::string d; std::getline(ss, d, ',');) dims.push_back(std::stoi(d));
+    if (dims.size() < 2) throw gossip::Error("--dims", "needs at least an input and an output size");
+    *in = {1, 1, dims.front(), dims.back()};
+    c.hidden.assign(dims.begin() + 1, dims.end() - 1);
+  } else if (name == "lenet" || name == "resnet") {
+    c.kind = ModelKind::kCnn;
+    c.net = name == "lenet" ? gossip::model::CnnNet::kLeNet : gossip::model::CnnNet::kResNet;
+  } else if (name == "gpt") {
+    c.kind = ModelKind::kGpt;
+    c.layers = int(flags.get_int("layers"));
+    c.heads = int(flags.get_int("heads"));
+    c.dim = int(flags.get_int("dim"));
+    c.context = int(flags.get_int("context"));
+  } else {
+    throw gossip::Error("--model", "'" + name + "' is not one of mlp, lenet, resnet, gpt");
+  }
+  return c;
+}
+
+int run(int argc, char** argv) {
   gossip::Flags flags("train_bench");
-  flags.add_string("dims", "layer sizes, comma separated", "784,256,256,10");
+  flags.add_string("model", "mlp, lenet, resnet or gpt", "mlp");
+  flags.add_string("dims", "mlp: layer sizes, comma separated", "784,256,256,10");
+  flags.add_string("layers", "gpt: blocks", "4");
+  flags.add_string("heads", "gpt: attention heads", "4");
+  flags.add_string("dim", "gpt: width", "128");
+  flags.add_string("context", "gpt: tokens per window", "128");
   flags.add_string("batch", "batch size", "64");
   flags.add_string("threads", "BLAS threads", "1");
   flags.add_string("steps", "timed steps", "500");
   flags.add_string("device", "cpu or cuda", "cpu");
   flags.parse(argc, argv);
-  std::vector<int> dims;
-  std::stringstream ss(flags.get_string("dims"));
-  for (std::string d; std::getline(ss, d, ',');) dims.push_back(std::stoi(d));
+  gossip::model::InputShape in;
+  const gossip::model::ModelConfig config = model_config(flags, &in);
+  const bool gpt = config.kind == gossip::model::ModelKind::kGpt;
   const int batch = static_cast<int>(flags.get_int("batch"));
   const int steps = static_cast<int>(flags.get_int("steps"));
   gossip::kernels::set_cpu_threads(static_cast<int>(flags.get_int("threads")));
   auto backend = gossip::kernels::make_backend(flags.get_string("device"));
-  gossip::model::Mlp model(*backend, dims, batch);
-  model.init(1);
-  gossip::model::Sgd sgd(model, {0.9, false, 0.0});
+  auto model = gossip::model::make_model(config, *backend, in, batch);
+  model->init(1);
+  gossip::model::OptimizerConfig oc;  // SGD with momentum 0.9; AdamW for the GPT
+  if (gpt) oc.kind = gossip::model::OptimizerKind::kAdamW;
+  auto optimizer = gossip::model::make_optimizer(*model, oc);
   constexpr int kBatches = 16;
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
-  std::vector<std::vector<float>> xs(kBatches, std::vector<float>(size_t(batch) * dims[0]));
-  std::vector<std::vector<int32_t>> ys(kBatches, std::vector<int32_t>(batch));
+  const size_t features = size_t(in.c) * in.h * in.w, per_row = gpt ? size_t(config.context) : 1;
+  std::vector<std::vector<float>> xs(kBatches);
+  std::vector<std::vector<int32_t>> tokens(kBatches), labels(kBatches);
   for (int b = 0; b < kBatches; ++b) {
-    for (float& v : xs[b]) v = normal(rng);
-    for (int32_t& y : ys[b]) y = static_cast<int32_t>(rng() % dims.back());
+    if (gpt) {
+      for (size_t i = 0; i < batch * per_row; ++i) tokens[b].push_back(int32_t(rng() % 256));
+    } else {
+      for (size_t i = 0; i < batch * features; ++i) xs[b].push_back(normal(rng));
+    }
+    for (size_t i = 0; i < batch * per_row; ++i) labels[b].push_back(int32_t(rng() % (gpt ? 256 : in.classes)));
   }
   auto step = [&](int i) {
-    model.train_batch(xs[i % kBatches].data(), ys[i % kBatches].data(), batch);
-    sgd.step(0.01);
+    const int b = i % kBatches;
+    model->train_batch({gpt ? nullptr : xs[b].data(), gpt ? tokens[b].data() : nullptr, labels[b].data(), batch});
+    optimizer->step(gpt ? 1e-4 : 0.01);
   };
-  for (int i = 0; i < 20; ++i) step(i);  // warm-up
+  for (int i = 0; i < std::min(20, steps); ++i) step(i);  // warm-up
   backend->synchronize();
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) step(i);
   backend->synchronize();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("gossip %s batch %d threads %s samples/s %.0f\n", flags.get_string("dims").c_str(), batch,
-              flags.get_string("threads").c_str(), steps * double(batch) / secs);
+  const std::string name = config.kind == gossip::model::ModelKind::kMlp ? flags.get_string("dims") : flags.get_string("model");
+  std::printf("gossip %s batch %d threads %s samples/s %.0f", name.c_str(), batch, flags.get_string("threads").c_str(),
+              steps * double(batch) / secs);
+  if (gpt) std::printf(" tokens/s %.0f", steps * double(batch) * per_row / secs);
+  std::printf("\n");
   return 0;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return gossip::guarded_main(argc, argv, run); }

@@ -23,7 +23,7 @@ TEST(Config, DefaultsForAnEmptyMapping) {
   EXPECT_EQ(c.seed, 3u);
   EXPECT_EQ(c.peers.count(), 1);
   EXPECT_EQ(c.train.batch, 64);
-  EXPECT_EQ(c.train.hidden, (std::vector<int>{256, 256}));
+  EXPECT_EQ(c.train.model.hidden, (std::vector<int>{256, 256}));
   EXPECT_EQ(c.algorithm.kind, Algorithm::kNone);
 }
 
@@ -41,7 +41,7 @@ optimizer: {lr: 0.1, momentum: 0.5, nesterov: true, batch: 8, epochs: 2, schedul
   EXPECT_EQ(c.topology.kind, topology::Kind::kTorus);
   EXPECT_EQ(c.topology.torus_rows, 2);
   EXPECT_EQ(c.algorithm.global_average_every, 6);
-  EXPECT_EQ(c.train.hidden, (std::vector<int>{32, 16}));
+  EXPECT_EQ(c.train.model.hidden, (std::vector<int>{32, 16}));
   EXPECT_EQ(c.data.synthetic_classes, 3);
   EXPECT_TRUE(c.train.optimizer.nesterov);
   EXPECT_EQ(c.train.schedule.kind, model::ScheduleKind::kStep);
@@ -96,7 +96,40 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"algorithm: {kind: local_sgd, global_average_every: 4, wire: bf16}\n", "algorithm.wire"},
         BadCase{"algorithm: {kind: gossip, single_copy: maybe}\n", "algorithm.single_copy"},
         BadCase{"security: {keys: /tmp/k}\nalgorithm: {kind: gossip, single_copy: true}\n", "'algorithm.single_copy': not with security"},
-        BadCase{"data: {dataset: synthetic, synthetic: {noise: loud}}\n", "data.synthetic.noise"}));
+        BadCase{"data: {dataset: synthetic, synthetic: {noise: loud}}\n", "data.synthetic.noise"},
+        BadCase{"model: {kind: transformer}\n", "field 'model.kind': 'transformer' is not one of mlp, cnn, gpt"},
+        BadCase{"model: {kind: cnn, hidden: [32]}\n", "field 'model.hidden': is for kind mlp models"},
+        BadCase{"model: {kind: mlp, heads: 2}\n", "field 'model.heads': is for kind gpt models"},
+        BadCase{"model: {kind: cnn, net: vgg}\n", "model.net"},
+        BadCase{"model: {kind: cnn, net: resnet, width: 12, groups: 8}\n", "groups (8) must divide width (12)"},
+        BadCase{"model: {kind: gpt, heads: 3}\ndata: {dataset: text}\n", "3 heads do not divide dim 128"},
+        BadCase{"model: {kind: gpt}\n", "model kind gpt reads text"},
+        BadCase{"data: {dataset: text}\n", "dataset text needs a language model"},
+        BadCase{"data: {dataset: fashion-mnist, files: [a.txt]}\n", "field 'data.files': is for dataset text"},
+        BadCase{"data: {dataset: text, files: []}\nmodel: {kind: gpt}\n", "non-empty list"},
+        BadCase{"data: {dataset: text, dir: /x, files: [a]}\nmodel: {kind: gpt}\n", "either dir or files"},
+        BadCase{"optimizer: {steps: -5}\n", "optimizer.steps"}));
+
+TEST(Config, ModelPresetsAndTextData) {
+  const RunConfig c = parse_config(
+      "model: {kind: gpt, layers: 2, heads: 2, dim: 64, context: 32}\ndata: {dataset: text}\n"
+      "optimizer: {kind: adamw, steps: 300}\n", "t.yaml");
+  EXPECT_EQ(c.train.model.kind, model::ModelKind::kGpt);
+  EXPECT_EQ(c.train.model.layers, 2);
+  EXPECT_EQ(c.train.model.heads, 2);
+  EXPECT_EQ(c.train.model.dim, 64);
+  EXPECT_EQ(c.train.model.context, 32);
+  EXPECT_EQ(c.train.steps, 300);
+  EXPECT_EQ(c.data.dataset, Dataset::kText);
+  EXPECT_EQ(c.data.dir, "/usr/share/games/fortunes");  // Debian's fortunes unless given
+  const RunConfig files = parse_config("model: {kind: gpt}\ndata: {dataset: text, files: [b.txt, a.txt]}\n", "t.yaml");
+  EXPECT_EQ(files.data.text_files, (std::vector<std::string>{"b.txt", "a.txt"}));  // in the order given
+  const RunConfig cnn = parse_config("model: {kind: cnn, net: resnet, width: 32, groups: 4}\n", "t.yaml");
+  EXPECT_EQ(cnn.train.model.net, model::CnnNet::kResNet);
+  EXPECT_EQ(cnn.train.model.width, 32);
+  EXPECT_EQ(cnn.train.model.groups, 4);
+  EXPECT_EQ(parse_config("seed: 1\n", "t.yaml").train.model.kind, model::ModelKind::kMlp);
+}
 
 // yaml-cpp keeps both entries of a duplicated key and its lookups see the first, so an override
 // appended at the end of a file would be ignored: refused, naming both lines.

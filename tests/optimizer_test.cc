@@ -1,6 +1,7 @@
 // The optimizers over the model's buffers: clipping, AdamW's state through save and restore, and
 // what a wrong checkpoint state says.
 #include "model/optimizer.h"
+#include "model/mlp.h"
 
 #include <gtest/gtest.h>
 

@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include "kernels/layer_kernels.h"
+
 namespace gossip::kernels {
 
 struct LossResult {
@@ -58,6 +60,10 @@ class Backend {
   virtual double norm2(const float* x, size_t n) = 0;                  // √(Σ x²)
   virtual void axpy(size_t n, float a, const float* x, float* y) = 0;  // y += a·x
   virtual void scale(size_t n, float a, float* x) = 0;                 // x *= a
+
+  // The layer graph's kernels (convolution, norms, attention, ...), or null when this backend has
+  // none yet: then only the MLP trains on it (model::Network says so when it is built).
+  virtual LayerKernels* layers() { return nullptr; }
 };
 
 enum class Device { kAuto, kCpu, kCuda };

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "kernels/backend.h"
+#include "kernels/cpu_layers.h"
 
 namespace gossip::kernels {
 
@@ -31,6 +32,10 @@ class CpuBackend final : public Backend {
   double norm2(const float* x, size_t n) override;
   void axpy(size_t n, float a, const float* x, float* y) override;
   void scale(size_t n, float a, float* x) override;
+  LayerKernels* layers() override { return &layers_; }
+
+ private:
+  CpuLayers layers_;
 };
 
 }  // namespace gossip::kernels

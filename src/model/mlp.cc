@@ -66,16 +66,11 @@ void Mlp::swap_params(kernels::DeviceArray<float>& other) {
 }
 
 std::vector<float> Mlp::download_params() const {
-  std::vector<float> host(num_params());
-  backend_->download(host.data(), params_.get(), host.size() * sizeof(float));
-  return host;
+  return download_buffer(*backend_, params_.get(), num_params());
 }
 
 void Mlp::upload_params(const std::vector<float>& host) {
-  if (host.size() != num_params())
-    throw Error("model", "parameter vector has " + std::to_string(host.size()) + " floats, model needs " +
-                             std::to_string(num_params()));
-  backend_->upload(params_.get(), host.data(), host.size() * sizeof(float));
+  upload_buffer(*backend_, params_.get(), num_params(), host);
 }
 
 BatchStats Mlp::train_batch(const float* host_x, const int32_t* host_y, int batch) {

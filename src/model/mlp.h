@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "model/model.h"
 
 namespace gossip::model {
 
@@ -17,46 +18,43 @@ struct LayerView {
   int out;
 };
 
-struct BatchStats {
-  double loss_sum = 0;  // summed over the batch
-  int correct = 0;
-  int count = 0;
-};
-
 // Weights and biases of an MLP with these layer widths (input first, classes last).
 size_t count_params(const std::vector<int>& dims);
 
-class Mlp {
+class Mlp final : public Model {
  public:
   // dims = {input, hidden..., classes}; max_batch bounds the activation buffers.
   Mlp(kernels::Backend& backend, std::vector<int> dims, int max_batch);
 
-  size_t num_params() const { return params_.size(); }
+  size_t num_params() const override { return params_.size(); }
   const std::vector<int>& dims() const { return dims_; }
-  float* params() { return params_.get(); }
-  float* grads() { return grads_.get(); }
+  float* params() override { return params_.get(); }
+  float* grads() override { return grads_.get(); }
+  int max_rows() const override { return max_batch_; }
   const LayerView& layer(size_t i) const { return param_views_[i]; }
   const LayerView& grad_layer(size_t i) const { return grad_views_[i]; }
   size_t num_layers() const { return param_views_.size(); }
 
   // Kaiming-uniform weights and zero biases from `seed`, identical on every backend.
-  void init(uint64_t seed);
+  void init(uint64_t seed) override;
 
   // Forward + backward on host rows x[batch][input] with labels y; writes the mean-loss gradient
   // into grads().
   BatchStats train_batch(const float* host_x, const int32_t* host_y, int batch);
   // Forward only.
   BatchStats evaluate(const float* host_x, const int32_t* host_y, int batch);
+  BatchStats train_batch(const Batch& b) override { return train_batch(b.x, b.labels, b.rows); }
+  BatchStats evaluate(const Batch& b) override { return evaluate(b.x, b.labels, b.rows); }
 
   // Exchanges the parameter buffer with `other` (same backend, num_params() floats) in O(1): a
   // gossip step mixes into a second buffer and then adopts it, instead of copying it back.
-  void swap_params(kernels::DeviceArray<float>& other);
+  void swap_params(kernels::DeviceArray<float>& other) override;
 
   // Host copies of the whole parameter buffer.
-  std::vector<float> download_params() const;
-  void upload_params(const std::vector<float>& host);
+  std::vector<float> download_params() const override;
+  void upload_params(const std::vector<float>& host) override;
 
-  kernels::Backend& backend() { return *backend_; }
+  kernels::Backend& backend() override { return *backend_; }
 
  private:
   BatchStats forward(const float* host_x, const int32_t* host_y, int batch, bool backward);

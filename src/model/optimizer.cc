@@ -28,12 +28,12 @@ std::optional<OptimizerKind> parse_optimizer_kind(const std::string& name) {
   return std::nullopt;
 }
 
-std::unique_ptr<Optimizer> make_optimizer(Mlp& model, const OptimizerConfig& config) {
+std::unique_ptr<Optimizer> make_optimizer(Model& model, const OptimizerConfig& config) {
   if (config.kind == OptimizerKind::kAdamW) return std::make_unique<AdamW>(model, config);
   return std::make_unique<Sgd>(model, config);
 }
 
-double clip_gradients(Mlp& model, double max_norm) {
+double clip_gradients(Model& model, double max_norm) {
   if (max_norm <= 0) return 0;
   // PyTorch's clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
   const double norm = model.backend().norm2(model.grads(), model.num_params());
@@ -42,7 +42,7 @@ double clip_gradients(Mlp& model, double max_norm) {
   return norm;
 }
 
-Sgd::Sgd(Mlp& model, OptimizerConfig config)
+Sgd::Sgd(Model& model, OptimizerConfig config)
     : model_(&model), config_(config), velocity_(model.backend(), model.num_params()) {
   reset();
 }
@@ -65,7 +65,7 @@ void Sgd::restore_state(const std::vector<float>& state, const std::string& sour
   model_->backend().upload(velocity_.get(), state.data(), state.size() * sizeof(float));
 }
 
-AdamW::AdamW(Mlp& model, OptimizerConfig config)
+AdamW::AdamW(Model& model, OptimizerConfig config)
     : model_(&model), config_(config), m_(model.backend(), model.num_params()), v_(model.backend(), model.num_params()) {
   reset();
 }

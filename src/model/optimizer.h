@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "model/mlp.h"
+#include "model/model.h"
 
 namespace gossip::model {
 
@@ -41,22 +41,22 @@ class Optimizer {
   virtual void restore_state(const std::vector<float>& state, const std::string& source) = 0;
 };
 
-std::unique_ptr<Optimizer> make_optimizer(Mlp& model, const OptimizerConfig& config);
+std::unique_ptr<Optimizer> make_optimizer(Model& model, const OptimizerConfig& config);
 
 // Scales the gradients so that their global L2 norm is at most `max_norm` (no-op when
 // max_norm <= 0); returns the norm before clipping (0 when not computed).
-double clip_gradients(Mlp& model, double max_norm);
+double clip_gradients(Model& model, double max_norm);
 
 class Sgd final : public Optimizer {
  public:
-  Sgd(Mlp& model, OptimizerConfig config);
+  Sgd(Model& model, OptimizerConfig config);
   void step(double lr) override;
   void reset() override;
   std::vector<float> save_state() const override;  // the momentum buffer
   void restore_state(const std::vector<float>& state, const std::string& source) override;
 
  private:
-  Mlp* model_;  // owned by the trainer, outlives the optimizer
+  Model* model_;  // owned by the trainer, outlives the optimizer
   OptimizerConfig config_;
   kernels::DeviceArray<float> velocity_;
 };
@@ -65,7 +65,7 @@ class Sgd final : public Optimizer {
 // v ← β2·v + (1−β2)·g²; w ← w − (lr / (1−β1^t))·m / (√v / √(1−β2^t) + ε).
 class AdamW final : public Optimizer {
  public:
-  AdamW(Mlp& model, OptimizerConfig config);
+  AdamW(Model& model, OptimizerConfig config);
   void step(double lr) override;
   void reset() override;
   std::vector<float> save_state() const override;  // m, v, then t as the two float halves of a double
@@ -73,7 +73,7 @@ class AdamW final : public Optimizer {
   int64_t steps() const { return t_; }
 
  private:
-  Mlp* model_;  // owned by the trainer, outlives the optimizer
+  Model* model_;  // owned by the trainer, outlives the optimizer
   OptimizerConfig config_;
   kernels::DeviceArray<float> m_, v_;
   int64_t t_ = 0;  // steps taken (bias correction)

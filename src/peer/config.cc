@@ -10,90 +10,14 @@
 
 #include "common/endpoint.h"
 #include "common/error.h"
+#include "peer/map_reader.h"
 
 namespace gossip::peer {
 namespace {
 
-// Reads one YAML mapping, remembering which keys were consumed so that leftovers (typos) are
-// reported. `path` is the dotted field name used in messages.
-class MapReader {
- public:
-  MapReader(const YAML::Node& node, std::string file, std::string path)
-      : node_(node), file_(std::move(file)), path_(std::move(path)) {
-    if (!node_.IsMap()) fail(node_, "expected a mapping");
-  }
-
-  [[noreturn]] void fail(const YAML::Node& at, const std::string& what, const std::string& key = "") const {
-    std::string field = key.empty() ? path_ : (path_.empty() ? key : path_ + "." + key);
-    std::string where = file_;
-    if (at.Mark().line >= 0) where += ":" + std::to_string(at.Mark().line + 1);
-    throw Error(where, (field.empty() ? "" : "field '" + field + "': ") + what);
-  }
-
-  bool has(const std::string& key) {
-    used_.insert(key);
-    return node_[key].IsDefined() && !node_[key].IsNull();
-  }
-  YAML::Node get(const std::string& key) {
-    used_.insert(key);
-    return node_[key];
-  }
-  std::string child_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
-  const std::string& file() const { return file_; }
-
-  template <typename T>
-  void read(const std::string& key, T& out, const char* type_name) {
-    if (!has(key)) return;
-    YAML::Node v = get(key);
-    if (!v.IsScalar()) fail(v, std::string("expected ") + type_name, key);
-    try {
-      out = v.as<T>();
-    } catch (const YAML::Exception&) {
-      fail(v, std::string("expected ") + type_name + ", got '" + v.Scalar() + "'", key);
-    }
-  }
-  void read_string(const std::string& key, std::string& out) { read(key, out, "a string"); }
-  // A string that must be one of `choices` (YAML name, value): the value goes to `out`.
-  template <typename E>
-  void read_choice(const std::string& key, E& out, std::initializer_list<std::pair<const char*, E>> choices) {
-    if (!has(key)) return;
-    std::string name;
-    read(key, name, "a string");
-    std::string list;
-    for (const auto& [choice, value] : choices) {
-      if (name == choice) {
-        out = value;
-        return;
-      }
-      list += (list.empty() ? "" : ", ") + std::string(choice);
-    }
-    fail(get(key), "'" + name + "' is not one of " + list, key);
-  }
-  template <typename T>
-  void read_number(const std::string& key, T& out, double min, double max) {
-    read(key, out, "a number");
-    if (has(key) && !std::isfinite(static_cast<double>(out))) fail(get(key), "'" + get(key).Scalar() + "' is not a finite number", key);
-    if (has(key) && (static_cast<double>(out) < min || static_cast<double>(out) > max)) {
-      std::ostringstream msg;
-      msg << "value " << out << " is outside [" << min << ", " << max << "]";
-      fail(get(key), msg.str(), key);
-    }
-  }
-
-  // Every key present but never asked for is an error (catches typos like 'learning_rte').
-  void finish() {
-    for (auto it = node_.begin(); it != node_.end(); ++it) {
-      const std::string key = it->first.as<std::string>();
-      if (!used_.count(key)) fail(it->first, "unknown field", key);
-    }
-  }
-
- private:
-  YAML::Node node_;
-  std::string file_;
-  std::string path_;
-  std::set<std::string> used_;
-};
+using config_detail::MapReader;
+using config_detail::parse_data;
+using config_detail::parse_train;
 
 // yaml-cpp keeps both entries of a duplicated key (lookups see the first), and a key may be a
 // mapping or a list: both are refused here, before anything is read, naming the lines.
@@ -265,82 +189,6 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
   top.fail(node, "unknown algorithm '" + kind + "' (valid: none, gossip, push_sum, local_sgd, allreduce)", "algorithm");
 }
 
-void parse_data(MapReader& top, RunConfig& cfg) {
-  if (!top.has("data")) return;
-  MapReader d(top.get("data"), top.file(), "data");
-  DataConfig& c = cfg.data;
-  d.read_choice("dataset", c.dataset, {{"fashion-mnist", Dataset::kFashionMnist}, {"synthetic", Dataset::kSynthetic}});
-  d.read_string("dir", c.dir);
-  d.read_choice("sharding", c.sharding, {{"iid", Sharding::kIid}, {"dirichlet", Sharding::kDirichlet}});
-  d.read_number("dirichlet_alpha", c.dirichlet_alpha, 1e-6, 1e6);
-  d.read_number("limit_train", c.limit_train, 0, 1e12);
-  if (d.has("synthetic")) {
-    MapReader s(d.get("synthetic"), top.file(), "data.synthetic");
-    s.read_number("train", c.synthetic_train, 1, 1e8);
-    s.read_number("test", c.synthetic_test, 1, 1e8);
-    s.read_number("dims", c.synthetic_dims, 1, 1e6);
-    s.read_number("classes", c.synthetic_classes, 2, 1e5);
-    s.read_number("noise", c.synthetic_noise, 0, 1e6);
-    s.finish();
-  }
-  d.finish();
-}
-
-void parse_train(MapReader& top, RunConfig& cfg) {
-  TrainConfig& t = cfg.train;
-  if (top.has("model")) {
-    MapReader m(top.get("model"), top.file(), "model");
-    if (m.has("hidden")) {
-      YAML::Node h = m.get("hidden");
-      if (!h.IsSequence()) m.fail(h, "expected a list of layer widths", "hidden");
-      t.hidden.clear();
-      for (size_t i = 0; i < h.size(); ++i) {
-        int w = 0;
-        try {
-          w = h[i].as<int>();
-        } catch (const YAML::Exception&) {
-          m.fail(h[i], "layer widths must be integers", "hidden");
-        }
-        if (w <= 0 || w > (1 << 20)) m.fail(h[i], "layer width " + std::to_string(w) + " out of range", "hidden");
-        t.hidden.push_back(w);
-      }
-    }
-    m.finish();
-  }
-  if (!top.has("optimizer")) return;
-  MapReader o(top.get("optimizer"), top.file(), "optimizer");
-  o.read_number("lr", t.schedule.base_lr, 0, 1e3);
-  o.read_choice("kind", t.optimizer.kind, {{"sgd", model::OptimizerKind::kSgd}, {"adamw", model::OptimizerKind::kAdamW}});
-  o.read_number("momentum", t.optimizer.momentum, 0, 0.9999);
-  o.read("nesterov", t.optimizer.nesterov, "true or false");
-  o.read_number("weight_decay", t.optimizer.weight_decay, 0, 1);
-  o.read_number("beta1", t.optimizer.beta1, 0, 0.9999999);
-  o.read_number("beta2", t.optimizer.beta2, 0, 0.9999999);
-  o.read_number("eps", t.optimizer.eps, 1e-30, 1);
-  o.read_number("clip_norm", t.optimizer.clip_norm, 0, 1e30);
-  o.read_number("batch", t.batch, 1, 1 << 16);
-  o.read_number("epochs", t.epochs, 0, 1e6);
-  if (o.has("schedule")) {
-    YAML::Node s = o.get("schedule");
-    std::string kind = "constant";
-    if (s.IsScalar()) {
-      kind = s.Scalar();
-    } else {
-      MapReader sr(s, top.file(), "optimizer.schedule");
-      sr.read_string("kind", kind);
-      sr.read_number("warmup_steps", t.schedule.warmup_steps, 0, 1e12);
-      sr.read_number("step_every", t.schedule.step_every, 0, 1e12);
-      sr.read_number("gamma", t.schedule.gamma, 0, 1);
-      sr.read_number("min_lr", t.schedule.min_lr, 0, 1e3);
-      sr.finish();
-    }
-    const std::optional<model::ScheduleKind> parsed = model::parse_schedule_kind(kind);
-    if (!parsed) o.fail(s, "'" + kind + "' is not one of constant, step, cosine", "schedule");
-    t.schedule.kind = *parsed;
-  }
-  o.finish();
-}
-
 RunConfig parse_config_unguarded(const std::string& yaml_text, const std::string& file_name);
 
 }  // namespace
@@ -412,6 +260,10 @@ RunConfig parse_config_unguarded(const std::string& yaml_text, const std::string
   parse_data(top, cfg);
   parse_train(top, cfg);
   top.finish();
+  const bool text = cfg.data.dataset == Dataset::kText, gpt = cfg.train.model.kind == model::ModelKind::kGpt;
+  if (text != gpt)
+    throw Error(file_name, text ? "dataset text needs a language model (model: {kind: gpt, ...})"
+                                : "model kind gpt reads text (data: {dataset: text})");
   // Reading a neighbour's memory happens outside the authenticated channel: an authenticated but
   // hostile peer could point the read at another process's memory and get it back mixed in.
   if (cfg.algorithm.single_copy && !cfg.keys_dir.empty())

@@ -9,6 +9,7 @@
 #include "common/endpoint.h"
 #include "kernels/backend.h"
 #include "model/optimizer.h"
+#include "model/presets.h"
 #include "model/schedule.h"
 #include "wire/wire_format.h"
 #include "topology/topology.h"
@@ -48,13 +49,14 @@ struct AlgorithmConfig {
   bool single_copy = false;
 };
 
-enum class Dataset { kFashionMnist, kSynthetic };  // YAML: fashion-mnist | synthetic
+enum class Dataset { kFashionMnist, kSynthetic, kText };  // YAML: fashion-mnist | synthetic | text
 enum class Sharding { kIid, kDirichlet };          // YAML: iid | dirichlet
 enum class Init { kSame, kPerRank };               // YAML: same | per_rank
 
 struct DataConfig {
   Dataset dataset = Dataset::kFashionMnist;
-  std::string dir = "/usr/share/datasets/fashion-mnist";
+  std::string dir = "/usr/share/datasets/fashion-mnist";  // text: model::kFortunesDir unless given
+  std::vector<std::string> text_files;            // dataset=text: these files in order (instead of dir's)
   Sharding sharding = Sharding::kIid;
   double dirichlet_alpha = 0.5;                   // sharding=dirichlet: concentration
   int64_t limit_train = 0;                        // use only the first N training rows (0 = all)
@@ -66,9 +68,10 @@ struct DataConfig {
 };
 
 struct TrainConfig {
-  std::vector<int> hidden = {256, 256};  // hidden layer widths of the MLP
-  int batch = 64;                        // per-peer batch size
+  model::ModelConfig model;              // YAML model: (kind mlp | cnn | gpt and their sizes)
+  int batch = 64;                        // per-peer batch size (rows; windows for text)
   double epochs = 3;                     // passes over the peer's shard (fractions allowed)
+  int64_t steps = 0;                     // when > 0: this many steps, whatever `epochs` says
   model::OptimizerConfig optimizer;      // momentum 0.9 by default
   model::ScheduleConfig schedule;        // constant lr 0.05 by default
 };

@@ -28,18 +28,18 @@ DecentralizedHook::DecentralizedHook(const RunConfig& config, Transport& transpo
                       algo_.wire);
 }
 
-float* DecentralizedHook::host_params(model::Mlp& model) {
+float* DecentralizedHook::host_params(model::Model& model) {
   if (model.backend().is_host()) return model.params();
   host_.resize(floats_);
   model.backend().download(host_.data(), model.params(), floats_ * sizeof(float));
   return host_.data();
 }
 
-void DecentralizedHook::store_params(model::Mlp& model) {
+void DecentralizedHook::store_params(model::Model& model) {
   if (!model.backend().is_host()) model.backend().upload(model.params(), host_.data(), floats_ * sizeof(float));
 }
 
-void DecentralizedHook::before_step(int64_t, model::Mlp& model) {
+void DecentralizedHook::before_step(int64_t, model::Model& model) {
   if (push_sum_ && !push_sum_started_) {
     push_sum_->init(host_params(model));
     push_sum_started_ = true;
@@ -69,7 +69,7 @@ void DecentralizedHook::global_average(float* x) {
 }
 
 template <class F>
-bool DecentralizedHook::guarded(int64_t round, model::Mlp& model, F&& f) {
+bool DecentralizedHook::guarded(int64_t round, model::Model& model, F&& f) {
   try {
     f();
     return true;
@@ -80,7 +80,7 @@ bool DecentralizedHook::guarded(int64_t round, model::Mlp& model, F&& f) {
   }
 }
 
-void DecentralizedHook::mix(int64_t step, model::Mlp& model) {
+void DecentralizedHook::mix(int64_t step, model::Model& model) {
   float* x = host_params(model);
   const int h = algo_.global_average_every;
   if (h > 0 && (step + 1) % h == 0) {
@@ -103,7 +103,7 @@ void DecentralizedHook::mix(int64_t step, model::Mlp& model) {
   store_params(model);
 }
 
-void DecentralizedHook::after_step(int64_t step, model::Mlp& model) {
+void DecentralizedHook::after_step(int64_t step, model::Model& model) {
   if (leave_flag_ && leave_flag_->load() && membership_) {
     membership_->announce_leave(step);
     left_ = true;
@@ -129,7 +129,7 @@ void DecentralizedHook::after_step(int64_t step, model::Mlp& model) {
   }
 }
 
-void DecentralizedHook::change_view(int64_t round, model::Mlp& model) {
+void DecentralizedHook::change_view(int64_t round, model::Model& model) {
   std::optional<ViewChange> change = membership_->agree(round);
   if (!change) return;
   if (change->cut_off) {
@@ -163,7 +163,7 @@ void DecentralizedHook::change_view(int64_t round, model::Mlp& model) {
 
 // Cut off: stop mixing, ask the run to take this peer back, and start again from the contact's
 // model at the round the welcome names, as a joiner does (the trainer jumps there).
-void DecentralizedHook::rejoin(const std::string& why, model::Mlp& model) {
+void DecentralizedHook::rejoin(const std::string& why, model::Model& model) {
   const Welcome w = membership_->rejoin(why);
   if (w.round >= total_steps_) throw CutOff("peer " + std::to_string(w.id), why + "; the run has ended");
   allreduce_ = RingAllReduce(*t_, static_cast<size_t>(algo_.chunk_bytes) / sizeof(float), algo_.timeout_s);
@@ -188,7 +188,7 @@ bool DecentralizedHook::rejoined(int64_t* next_step) {
   return true;
 }
 
-void DecentralizedHook::receive_start_model(model::Mlp& model, int contact_rank, int64_t round) {
+void DecentralizedHook::receive_start_model(model::Model& model, int contact_rank, int64_t round) {
   float* x = host_params(model);
   const Received r = receive_vector(*t_, contact_rank, {MessageKind::kModel, static_cast<uint64_t>(round), 0}, 0, floats_,
                                     algo_.timeout_s, [x](size_t i, const float* v, size_t c) { std::copy(v, v + c, x + i); });
@@ -208,7 +208,7 @@ Consensus DecentralizedHook::consensus(const float* x) {
   return consensus_distance(allreduce_, t_->size(), x, floats_, scratch_);
 }
 
-std::string DecentralizedHook::log_extra(int64_t step, model::Mlp& model) {
+std::string DecentralizedHook::log_extra(int64_t step, model::Model& model) {
   if (step < resume_round_) return "";
   if (asynchronous()) {  // Ξ is a collective: every peer would wait here for the slowest
     const TransportStats s = t_->stats();
@@ -248,13 +248,13 @@ void DecentralizedHook::log_consensus(int64_t step, const Consensus& c) {
   log(line.str());
 }
 
-void DecentralizedHook::progress(int64_t, model::Mlp& model, double loss, double accuracy, double samples_per_s) {
+void DecentralizedHook::progress(int64_t, model::Model& model, double loss, double accuracy, double samples_per_s) {
   if (!control_) return;
   const float* x = host_params(model);
   control_->set_progress(loss, accuracy, samples_per_s, std::sqrt(sum_squares(x, floats_)));
 }
 
-bool DecentralizedHook::finish(model::Mlp& model) {
+bool DecentralizedHook::finish(model::Model& model) {
   if (left_) return false;  // left the run: its own model is its result
   for (;;) {
     if (membership_ && membership_->pending()) change_view(total_steps_, model);

@@ -28,11 +28,11 @@ class DecentralizedHook final : public StepHook {
   // `transport` is then the ViewTransport it updates.
   DecentralizedHook(const RunConfig& config, Transport& transport, size_t floats, Membership* membership = nullptr);
 
-  void before_step(int64_t step, model::Mlp& model) override;
-  void after_step(int64_t step, model::Mlp& model) override;
-  std::string log_extra(int64_t step, model::Mlp& model) override;
-  void progress(int64_t step, model::Mlp& model, double loss, double accuracy, double samples_per_s) override;
-  bool finish(model::Mlp& model) override;
+  void before_step(int64_t step, model::Model& model) override;
+  void after_step(int64_t step, model::Model& model) override;
+  std::string log_extra(int64_t step, model::Model& model) override;
+  void progress(int64_t step, model::Model& model, double loss, double accuracy, double samples_per_s) override;
+  bool finish(model::Model& model) override;
   bool view_changed(int* rank, int* n) override;
   bool stop_requested() override { return left_; }
   bool rejoined(int64_t* next_step) override;
@@ -44,7 +44,7 @@ class DecentralizedHook final : public StepHook {
   void start_at(int64_t round) { resume_round_ = round; }
   void set_total_steps(int64_t total) { total_steps_ = total; }
   // A joiner: receives the model its contact sends for round `round` into `model`.
-  void receive_start_model(model::Mlp& model, int contact_rank, int64_t round);
+  void receive_start_model(model::Model& model, int contact_rank, int64_t round);
   std::vector<float> save_state() override;
   void restore_state(const std::vector<float>& state) override;
   // Publishes round, progress and snapshots on the control channel (`control` outlives the hook).
@@ -59,20 +59,20 @@ class DecentralizedHook final : public StepHook {
   std::string membership_problem();
 
  private:
-  float* host_params(model::Mlp& model);     // the model's buffer on the host (downloads for CUDA)
-  void store_params(model::Mlp& model);      // uploads host_ back when the model is on a device
+  float* host_params(model::Model& model);     // the model's buffer on the host (downloads for CUDA)
+  void store_params(model::Model& model);      // uploads host_ back when the model is on a device
   void global_average(float* x);
   void log_consensus(int64_t step, const Consensus& c);
   void publish_members();  // "consensus step S xi Ξ rel Ξ/‖x̄‖²"
-  void mix(int64_t step, model::Mlp& model);
+  void mix(int64_t step, model::Model& model);
   // Runs a view change (`round`: the next round this peer would communicate in) and adapts the
   // algorithms to the new view.
-  void change_view(int64_t round, model::Mlp& model);
+  void change_view(int64_t round, model::Model& model);
   // This peer was cut off (`why`): rejoins the run and takes its contact's model.
-  void rejoin(const std::string& why, model::Mlp& model);
+  void rejoin(const std::string& why, model::Model& model);
   // Runs `f`; when a membership change interrupts it, takes part in the change and returns false.
   template <class F>
-  bool guarded(int64_t round, model::Mlp& model, F&& f);
+  bool guarded(int64_t round, model::Model& model, F&& f);
 
   AlgorithmConfig algo_;
   // Asynchronous push-sum: no step may wait for other peers (so no Ξ on progress lines).

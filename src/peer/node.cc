@@ -167,10 +167,16 @@ void Node::resume() {
 
 std::string Node::final_line(const TrainResult& r) const {
   std::ostringstream out;
+  // A language model's test set is the validation text: its accuracy is next-byte accuracy and
+  // its loss is per byte, also given as bits per byte.
   out << std::fixed << std::setprecision(4) << "final: peer " << rank_ << " test_acc " << r.test.accuracy
       << " test_loss " << r.test.loss;
-  if (r.averaged) out << " averaged_model_test_acc " << r.averaged->accuracy;
-  out << " samples/s " << std::setprecision(0) << r.samples_per_s;
+  if (r.test.per_byte) out << " test_bpb " << r.test.bits_per_byte();
+  if (r.averaged) {
+    out << " averaged_model_test_acc " << r.averaged->accuracy << " averaged_model_test_loss " << r.averaged->loss;
+    if (r.averaged->per_byte) out << " averaged_model_test_bpb " << r.averaged->bits_per_byte();
+  }
+  out << (r.test.per_byte ? " tokens/s " : " samples/s ") << std::setprecision(0) << r.samples_per_s;
   {  // identifies the final model exactly (reproducibility checks, resume tests)
     const std::vector<float> p = trainer_->model().download_params();
     out << " params_crc " << std::hex << crc32c(p.data(), p.size() * sizeof(float)) << std::dec;

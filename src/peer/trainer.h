@@ -8,9 +8,9 @@
 #include <string>
 
 #include "kernels/backend.h"
-#include "model/dataset.h"
-#include "model/mlp.h"
+#include "model/model.h"
 #include "model/optimizer.h"
+#include "peer/batch_source.h"
 #include "peer/checkpoint.h"
 #include "peer/config.h"
 
@@ -21,17 +21,17 @@ class StepHook {
  public:
   virtual ~StepHook() = default;
   // Before the gradient of step `step` is computed (push-sum de-biases here).
-  virtual void before_step(int64_t /*step*/, model::Mlp& /*model*/) {}
+  virtual void before_step(int64_t /*step*/, model::Model& /*model*/) {}
   // After the local optimiser step: gossip mixes, PGA averages.
-  virtual void after_step(int64_t step, model::Mlp& model) = 0;
+  virtual void after_step(int64_t step, model::Model& model) = 0;
   // Extra text for the progress line of `step` (e.g. the consensus distance).
-  virtual std::string log_extra(int64_t /*step*/, model::Mlp& /*model*/) { return ""; }
+  virtual std::string log_extra(int64_t /*step*/, model::Model& /*model*/) { return ""; }
   // At each progress line, with the interval's mean loss, train accuracy and throughput.
-  virtual void progress(int64_t /*step*/, model::Mlp& /*model*/, double /*loss*/, double /*accuracy*/,
+  virtual void progress(int64_t /*step*/, model::Model& /*model*/, double /*loss*/, double /*accuracy*/,
                         double /*samples_per_s*/) {}
   // After the last step and the evaluation of this peer's own model; returns true when it replaced
   // the model by the global average (which is then evaluated too).
-  virtual bool finish(model::Mlp& /*model*/) { return false; }
+  virtual bool finish(model::Model& /*model*/) { return false; }
   // After after_step: true (with this peer's new rank and the member count) when the membership
   // changed, so the trainer takes the data shard of its new rank.
   virtual bool view_changed(int* /*rank*/, int* /*n*/) { return false; }
@@ -48,13 +48,15 @@ class StepHook {
 };
 
 struct EvalResult {
-  double loss = 0;
-  double accuracy = 0;
+  double loss = 0;      // mean per prediction (per byte for a language model)
+  double accuracy = 0;  // arg-max hits (the next byte for a language model)
+  bool per_byte = false;  // a language model: loss / ln 2 is its bits per byte
+  double bits_per_byte() const { return loss / 0.6931471805599453; }
 };
 
 struct TrainResult {
   int64_t steps = 0;
-  double samples_per_s = 0;
+  double samples_per_s = 0;  // predictions per second: rows, or tokens for a language model
   double final_train_loss = 0;
   EvalResult test;                     // this peer's own model
   std::optional<EvalResult> averaged;  // the global average of all peers' models, when there is one
@@ -68,7 +70,8 @@ class Trainer {
   TrainResult run();
   // Installs the communication hook (after construction, once the model size is known).
   void set_hook(StepHook* hook) { hook_ = hook; }
-  EvalResult evaluate(const model::Dataset& data);
+  // The current model on the whole test (validation) set.
+  EvalResult evaluate();
   // Continues from checkpoint `c`: its step, model, optimiser, algorithm state and data position
   // (replayed, so the run goes on exactly as if it had not stopped). `source` names it in errors.
   void restore(const Checkpoint& c, const std::string& source);
@@ -78,37 +81,31 @@ class Trainer {
   // A joiner: starts at `step` of a run of `total_steps` (the schedule follows the run's).
   void start_at(int64_t step, int64_t total_steps);
 
-  model::Mlp& model() { return *model_; }
-  const model::TrainTest& data() const { return data_; }
+  model::Model& model() { return *model_; }
   int64_t total_steps() const { return total_steps_; }
 
  private:
-  void next_batch(bool gather = true);  // gather = false only advances the data position
   void save_checkpoint(int64_t steps_done);
+  // The progress line after `step` over `interval` (its predictions took `secs`); returns its
+  // mean loss.
+  double log_progress(int64_t step, const model::BatchStats& interval, double secs);
 
   RunConfig config_;
   int rank_;
   int n_;
   int64_t start_step_ = 0;
   StepHook* hook_;  // owned by the caller, outlives the trainer
-  model::TrainTest data_;
-  std::vector<int64_t> shard_;
-  size_t cursor_ = 0;
-  uint64_t epoch_of_shard_ = 0;
+  std::unique_ptr<BatchSource> source_;
   std::unique_ptr<kernels::Backend> backend_;
-  std::unique_ptr<model::Mlp> model_;
+  std::unique_ptr<model::Model> model_;
   std::unique_ptr<model::Optimizer> optimizer_;
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
-  std::vector<float> batch_x_;
-  std::vector<int32_t> batch_y_;  // batch_x_/batch_y_ hold max(batch, kEvalBatch) rows
+  int eval_rows_ = 0;  // rows per evaluation batch
 };
 
 // The parameter count of the configured model, without loading the data (a joiner announces it
 // in its join request before it loads anything).
 size_t planned_num_params(const RunConfig& config);
-
-// Loads (or synthesises) the data set named by the config.
-model::TrainTest load_data(const DataConfig& config, uint64_t seed);
 
 }  // namespace gossip::peer

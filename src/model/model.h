@@ -1,0 +1,53 @@
+// What the trainer, the optimisers and the communication layer see of a model: one contiguous
+// parameter buffer (and a gradient buffer of the same layout) plus a training and an evaluation
+// pass over a host batch. The MLP (mlp.h) and the layer graph (network.h) implement it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+
+namespace gossip::model {
+
+struct BatchStats {
+  double loss_sum = 0;  // summed over the predictions (not averaged)
+  int64_t correct = 0;  // arg-max hits
+  int64_t count = 0;    // predictions: rows for a classifier, rows × context for a language model
+};
+
+// One host batch. An image/feature model reads `x`; a language model reads `tokens`.
+struct Batch {
+  const float* x = nullptr;         // [rows][input features]
+  const int32_t* tokens = nullptr;  // [rows][context] bytes
+  const int32_t* labels = nullptr;  // [rows] classes, or [rows][context] next bytes
+  int rows = 0;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual size_t num_params() const = 0;
+  virtual float* params() = 0;  // backend memory, num_params() floats
+  virtual float* grads() = 0;   // same layout
+  // Initial weights from `seed`, identical on every backend.
+  virtual void init(uint64_t seed) = 0;
+  // Forward + backward; grads() receives the gradient of the mean loss over the predictions.
+  virtual BatchStats train_batch(const Batch& batch) = 0;
+  virtual BatchStats evaluate(const Batch& batch) = 0;  // forward only
+  // Exchanges the parameter buffer with `other` (same backend, num_params() floats) in O(1).
+  virtual void swap_params(kernels::DeviceArray<float>& other) = 0;
+  virtual std::vector<float> download_params() const = 0;
+  virtual void upload_params(const std::vector<float>& host) = 0;
+  virtual kernels::Backend& backend() = 0;
+  virtual int max_rows() const = 0;  // the largest batch a pass takes
+};
+
+// Host copies of a model's parameter buffer (`n` floats at `params`), for Model implementations;
+// the upload throws gossip::Error("model", ...) when `host` holds another count.
+std::vector<float> download_buffer(kernels::Backend& backend, const float* params, size_t n);
+void upload_buffer(kernels::Backend& backend, float* params, size_t n, const std::vector<float>& host);
+
+}  // namespace gossip::model
