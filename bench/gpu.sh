@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # GPU readiness in one short run (a few minutes): builds gossip with CUDA (-DGOSSIP_CUDA=ON) into
 # build-cuda, runs the GPU tests (they skip on a machine without a device, so here they must run),
-# runs 2 peers training on the GPU through gossip-launch, and prints a markdown table of training
-# samples/s on the GPU for 784-1024-1024-10 at batch 256 and 1024, beside PyTorch on the same GPU
-# when its python3 has CUDA, and beside this machine's CPU backend.
+# runs 2 peers training on the GPU through gossip-launch, trains a CNN and a GPT with 2 peers each
+# on the GPU and on the CPU from the same YAML and fails when their results differ by more than
+# float rounding can explain, and prints markdown tables of training throughput on the GPU (MLP
+# 784-1024-1024-10 at batch 256 and 1024 beside PyTorch on the same GPU when its python3 has
+# CUDA; LeNet, the residual net and the GPT) beside this machine's CPU backend.
 #
 #   bench/gpu.sh          build, test and measure (needs nvcc and the build dependencies)
 #   bench/gpu.sh pack     (on a Debian machine with the dependencies, i.e. after scripts/setup.sh)
@@ -71,12 +73,13 @@ fi
 jobs=$(nproc)
 cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DGOSSIP_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" \
   "${cmake_args[@]}" >/dev/null
-cmake --build build-cuda -j "$jobs" --target cuda_backend_test mlp_test train_bench gossip-peer gossip-launch \
+cmake --build build-cuda -j "$jobs" --target cuda_backend_test cuda_layers_test network_test mlp_test train_bench gossip-peer gossip-launch \
   >/dev/null
 bin=build-cuda/bin
 
 echo "== GPU tests"
-tests=$("$bin/cuda_backend_test" 2>&1 && "$bin/mlp_test" --gtest_filter='*Cuda*' 2>&1) || { echo "$tests"; exit 1; }
+tests=$("$bin/cuda_backend_test" 2>&1 && "$bin/cuda_layers_test" 2>&1 && "$bin/mlp_test" --gtest_filter='*Cuda*' 2>&1 &&
+        "$bin/network_test" --gtest_filter='*Cuda*' 2>&1) || { echo "$tests"; exit 1; }
 echo "$tests" | grep -E "^\[  (PASSED|SKIPPED|FAILED) +\] [0-9]+ tests?"
 if grep -q "no CUDA device answers" <<< "$tests"; then
   echo "bench/gpu.sh: the GPU tests skipped: no CUDA device answers on this machine" >&2
@@ -102,8 +105,59 @@ grep "final:" "$run/log"
 [[ $(grep -o "params_crc [0-9a-f]*" "$run/log" | sort -u | wc -l) == 1 ]] ||
   { echo "bench/gpu.sh: the 2 GPU peers ended with different models" >&2; exit 1; }
 
-echo "== samples/s, 784-1024-1024-10 (medians of 3)"
 source bench/lib.sh
+echo "== a CNN and a GPT, 2 ring peers each, trained on the GPU and on the CPU from one YAML"
+# Synthetic 16x16 images for the CNN; for the GPT this repository's README as the text (the
+# device machine has neither Fashion-MNIST nor the fortunes package). The same seed, data and
+# steps on both backends: only float rounding (cuBLAS's summation order) separates the runs, so
+# the averaged models' test loss must agree to 2 % and the CNN's accuracy to 2 points.
+cat > "$run/cnn.yaml" <<YAML
+seed: 1
+log_every: 100
+peers: {count: 2, host: 127.0.0.1, base_port: 0}
+topology: ring
+algorithm: {kind: gossip, global_average_every: 10}
+model: {kind: cnn, net: resnet, width: 16, groups: 4}
+data: {dataset: synthetic, synthetic: {train: 4000, test: 2000, dims: 256, classes: 10, noise: 6}}
+optimizer: {lr: 0.05, momentum: 0.9, batch: 64, epochs: 2}
+YAML
+cat > "$run/gpt.yaml" <<YAML
+seed: 1
+log_every: 50
+peers: {count: 2, host: 127.0.0.1, base_port: 0}
+topology: ring
+algorithm: {kind: gossip}
+model: {kind: gpt, layers: 2, heads: 4, dim: 64, context: 64}
+data: {dataset: text, files: [$PWD/README.md]}
+optimizer: {kind: adamw, lr: 0.002, weight_decay: 0.1, clip_norm: 1.0, batch: 16, steps: 150}
+YAML
+field() { grep -o "$2 [0-9.]*" "$1" | head -1 | awk '{print $2}'; }
+echo "| model | device | averaged test loss | averaged test accuracy | wall s |"
+echo "|---|---|---|---|---|"
+for m in cnn gpt; do
+  for d in cuda cpu; do
+    sed "1a device: $d" "$run/$m.yaml" > "$run/$m-$d.yaml"
+    t0=$SECONDS
+    "$bin/gossip-launch" "$run/$m-$d.yaml" > "$run/$m-$d.log" 2>&1 || { tail -n 20 "$run/$m-$d.log"; exit 1; }
+    echo "| $m | $d | $(field "$run/$m-$d.log" averaged_model_test_loss) | $(field "$run/$m-$d.log" averaged_model_test_acc) | $((SECONDS - t0)) |"
+  done
+  awk -v a="$(field "$run/$m-cuda.log" averaged_model_test_loss)" -v b="$(field "$run/$m-cpu.log" averaged_model_test_loss)" \
+      -v c="$(field "$run/$m-cuda.log" averaged_model_test_acc)" -v d="$(field "$run/$m-cpu.log" averaged_model_test_acc)" \
+      'BEGIN { bad = a == "" || b == "" || (a - b > 0.02 * b || b - a > 0.02 * b) || (c - d > 0.02 || d - c > 0.02); exit bad }' ||
+    { echo "bench/gpu.sh: $m trained on the GPU does not match the CPU run of the same YAML" >&2; exit 1; }
+done
+
+echo "== throughput of the layer models, GPU vs this machine's CPU backend (medians of 3)"
+echo "| model | batch | unit | gossip CUDA | gossip CPU ($jobs threads) | CUDA / CPU |"
+echo "|---|---|---|---|---|---|"
+for cfg in "lenet 256 samples/s" "resnet 256 samples/s" "gpt 32 tokens/s"; do
+  set -- $cfg
+  g=$(for _ in 1 2 3; do "$bin/train_bench" --device cuda --model "$1" --batch "$2" --steps 50 | awk '{print $NF}'; done | median)
+  c=$("$bin/train_bench" --device cpu --threads "$jobs" --model "$1" --batch "$2" --steps 5 | awk '{print $NF}')
+  echo "| $1 | $2 | $3 | $g | $c | $(awk -v a="$g" -v b="$c" 'BEGIN{printf "%.1f", a/b}') |"
+done
+
+echo "== samples/s, 784-1024-1024-10 (medians of 3)"
 torch_cuda=0
 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null && torch_cuda=1
 sps() { awk '{for (i = 1; i < NF; i++) if ($i == "samples/s") print $(i+1)}'; }

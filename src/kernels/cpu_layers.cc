@@ -54,8 +54,6 @@ void col2im_add(const ConvShape& s, const float* col, float* dx) {
       }
 }
 
-bool is_pointwise(const ConvShape& s) { return s.k == 1 && s.stride == 1 && s.pad == 0; }
-
 // Mean and 1/√(var + ε) of n values.
 void moments(const float* x, size_t n, float* mean, float* rstd) {
   double sum = 0, sq = 0;
@@ -70,7 +68,7 @@ constexpr float kGeluScale = 0.7978845608028654f;  // √(2/π)
 }  // namespace
 
 size_t CpuLayers::conv2d_workspace(const ConvShape& s) const {
-  return is_pointwise(s) ? 0 : size_t(s.in_c) * s.k * s.k * s.out_h() * s.out_w();
+  return s.im2col_floats();
 }
 
 void CpuLayers::conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* b, float* y,
@@ -80,7 +78,7 @@ void CpuLayers::conv2d_forward(const ConvShape& s, const float* x, const float* 
     const float* xn = x + size_t(n) * s.in_c * s.h * s.w;
     float* yn = y + size_t(n) * s.out_c * plane;
     const float* col = xn;
-    if (!is_pointwise(s)) {
+    if (!s.pointwise()) {
       im2col(s, xn, workspace);
       col = workspace;
     }
@@ -108,7 +106,7 @@ void CpuLayers::conv2d_backward(const ConvShape& s, const float* x, const float*
         for (int i = 0; i < plane; ++i) sum += row[i];
         db[c] += sum;
       }
-    const bool pointwise = is_pointwise(s);
+    const bool pointwise = s.pointwise();
     const float* col = xn;
     if (!pointwise) {
       im2col(s, xn, workspace);

@@ -12,6 +12,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_kernels.h"
+#include "kernels/cuda_layers.h"
 
 namespace gossip::kernels {
 namespace {
@@ -45,6 +46,7 @@ class CudaBackend final : public Backend {
     int* scratch;
     GOSSIP_CUDA_CHECK(cudaMalloc(&scratch, sizeof(int)));  // probe that allocation works
     cudaFree(scratch);
+    layers_ = std::make_unique<CudaLayers>(*this, s);
   }
 
   std::string name() const override { return "cuda"; }
@@ -141,6 +143,8 @@ class CudaBackend final : public Backend {
     check_launch();
   }
 
+  LayerKernels* layers() override { return layers_.get(); }
+
   ~CudaBackend() override {
     if (row_loss_) cudaFree(row_loss_);
     if (row_hit_) cudaFree(row_hit_);
@@ -166,6 +170,7 @@ class CudaBackend final : public Backend {
   float* row_loss_ = nullptr;  // per-row scratch for softmax_xent, freed in the destructor
   int* row_hit_ = nullptr;
   int row_capacity_ = 0;
+  std::unique_ptr<CudaLayers> layers_;  // last: its scratch is freed while the backend still works
 };
 
 }  // namespace

@@ -11,20 +11,31 @@
 #include <cstddef>
 #include <cstdint>
 
+// The shapes' helpers are called from CUDA kernels too.
+#ifdef __CUDACC__
+#define GOSSIP_HOST_DEVICE __host__ __device__
+#else
+#define GOSSIP_HOST_DEVICE
+#endif
+
 namespace gossip::kernels {
 
 struct ConvShape {
   int batch = 0, in_c = 0, h = 0, w = 0;  // input [batch][in_c][h][w]
   int out_c = 0, k = 0, stride = 1, pad = 0;  // weight [out_c][in_c][k][k], bias [out_c]
-  int out_h() const { return (h + 2 * pad - k) / stride + 1; }
-  int out_w() const { return (w + 2 * pad - k) / stride + 1; }
+  GOSSIP_HOST_DEVICE int out_h() const { return (h + 2 * pad - k) / stride + 1; }
+  GOSSIP_HOST_DEVICE int out_w() const { return (w + 2 * pad - k) / stride + 1; }
+  // A 1×1 convolution without stride or padding is a plain GEMM on the input (no im2col).
+  bool pointwise() const { return k == 1 && stride == 1 && pad == 0; }
+  // Floats of one sample's im2col matrix (0 when pointwise): the conv kernels' workspace.
+  size_t im2col_floats() const { return pointwise() ? 0 : size_t(in_c) * k * k * out_h() * out_w(); }
 };
 
 struct PoolShape {
   int batch = 0, c = 0, h = 0, w = 0;  // input [batch][c][h][w]
   int k = 2, stride = 2;               // window k×k, no padding
-  int out_h() const { return (h - k) / stride + 1; }
-  int out_w() const { return (w - k) / stride + 1; }
+  GOSSIP_HOST_DEVICE int out_h() const { return (h - k) / stride + 1; }
+  GOSSIP_HOST_DEVICE int out_w() const { return (w - k) / stride + 1; }
 };
 
 struct AttentionShape {

@@ -43,12 +43,6 @@ Trainer::Trainer(const RunConfig& config, int rank, int n, StepHook* hook)
                                         : static_cast<int64_t>(std::ceil(config.train.epochs * steps_per_epoch_));
 
   backend_ = kernels::make_backend(config.device);
-  if (config.train.model.kind != model::ModelKind::kMlp && !backend_->layers() &&
-      config.device == kernels::Device::kAuto) {
-    log("device auto: the ", backend_->name(), " backend has no kernels for ", model::describe(config.train.model),
-        " yet; using the CPU backend");
-    backend_ = kernels::make_cpu_backend();
-  }
   eval_rows_ = eval_rows(config.train.model, batch);
   model_ = model::make_model(config.train.model, *backend_, source_->input_shape(), std::max(batch, eval_rows_));
   model_->init(config.init == Init::kPerRank ? config.seed + 1000003ull * (rank + 1) : config.seed);
