@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Training throughput of gossip's CNN (LeNet-style, batch 64, SGD momentum) and GPT (4 layers,
-# 4 heads, width 128, context 128, batch 32, AdamW) against the same models in PyTorch CPU
-# (Debian python3-torch, /usr/bin/python3, bench/torch_models.py), one thread each, runs
-# interleaved in ONE session; prints medians, the ratio and the spread of the per-pair ratios.
+# Training throughput of gossip's CNNs (LeNet-style and the residual net, batch 64, SGD
+# momentum) and GPT (4 layers, 4 heads, width 128, context 128, batch 32, AdamW) against the
+# same models in PyTorch CPU (Debian python3-torch, /usr/bin/python3, bench/torch_models.py),
+# one thread each, runs interleaved in ONE session; prints medians, the ratio and the spread
+# of the per-pair ratios.
 # Usage: bench/model_throughput.sh [repeats]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,7 @@ BIN=build/bin/train_bench
 source bench/lib.sh
 echo "| model | batch | unit | gossip | torch | gossip / torch (median) | per-pair ratios min..max |"
 echo "|---|---|---|---|---|---|---|"
-for cfg in "lenet 64 samples/s 60" "gpt 32 tokens/s 20"; do
+for cfg in "lenet 64 samples/s 60" "resnet 64 samples/s 20" "gpt 32 tokens/s 20"; do
   set -- $cfg
   g=(); t=(); r=()
   for _ in $(seq "$REPEATS"); do

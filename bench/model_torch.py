@@ -14,7 +14,7 @@ import torch.nn.functional as F
 import torch_models as tm
 
 p = argparse.ArgumentParser()
-p.add_argument("--model", default="lenet", choices=["lenet", "gpt"])
+p.add_argument("--model", default="lenet", choices=["lenet", "resnet", "gpt"])
 p.add_argument("--mode", default="throughput", choices=["throughput", "train"])
 p.add_argument("--batch", type=int, default=64)
 p.add_argument("--steps", type=int, default=200)
@@ -37,6 +37,8 @@ torch.manual_seed(a.seed)
 def make_model():
     if a.model == "lenet":
         return tm.lenet()
+    if a.model == "resnet":
+        return tm.resnet()
     return tm.Gpt(a.layers, a.heads, a.dim, a.context)
 
 

@@ -26,6 +26,34 @@ def lenet(classes=10):
     return net
 
 
+class _Residual(nn.Module):
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+
+    def forward(self, x):
+        return F.relu(x + self.body(x))
+
+
+def resnet(width=32, groups=8, classes=10):
+    """gossip's residual net: conv3x3+GroupNorm+ReLU stem, 2x2 max-pool, three stages (width,
+    2x, 4x; the last two entered by a stride-2 conv3x3+GroupNorm+ReLU) of one residual block of
+    two conv3x3+GroupNorm each, global average pooling, fc."""
+    def conv_norm(cin, cout, stride):
+        return [nn.Conv2d(cin, cout, 3, stride, 1), nn.GroupNorm(groups, cout)]
+
+    def block(c):
+        return _Residual(nn.Sequential(*conv_norm(c, c, 1), nn.ReLU(), *conv_norm(c, c, 1)))
+
+    layers = [*conv_norm(1, width, 1), nn.ReLU(), nn.MaxPool2d(2), block(width)]
+    for stage in (1, 2):
+        c = width << stage
+        layers += [*conv_norm(c // 2, c, 2), nn.ReLU(), block(c)]
+    net = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4 * width, classes))
+    kaiming_relu_(net)
+    return net
+
+
 class Gpt(nn.Module):
     """Pre-LayerNorm blocks, tanh GELU, tied embeddings, GPT-2's init."""
 
