@@ -6,10 +6,21 @@
 #include <cmath>
 #include <vector>
 
+#include "common/cpu_features.h"
+
 namespace gossip::kernels {
 
 namespace {
 constexpr float kNormEps = 1e-5f;  // LayerNorm's and GroupNorm's ε (PyTorch's default)
+
+// The output columns [lo, hi) of kernel column kj whose input column ow·stride − pad + kj lies
+// inside [0, w): the others read the zero padding.
+void valid_columns(const ConvShape& s, int kj, int* lo, int* hi) {
+  const int first = s.pad - kj, end = s.w + s.pad - kj;  // first ≤ ow·stride < end
+  *lo = first <= 0 ? 0 : (first + s.stride - 1) / s.stride;
+  *hi = end <= 0 ? 0 : std::min(s.out_w(), (end + s.stride - 1) / s.stride);
+  *hi = std::max(*hi, *lo);
+}
 
 // col[(c·k + ki)·k + kj][oh·out_w + ow] = x[c][oh·stride − pad + ki][ow·stride − pad + kj] (0 outside).
 void im2col(const ConvShape& s, const float* x, float* col) {
@@ -18,18 +29,23 @@ void im2col(const ConvShape& s, const float* x, float* col) {
     for (int ki = 0; ki < s.k; ++ki)
       for (int kj = 0; kj < s.k; ++kj) {
         float* row = col + size_t((c * s.k + ki) * s.k + kj) * oh_n * ow_n;
+        int lo, hi;
+        valid_columns(s, kj, &lo, &hi);
         for (int oh = 0; oh < oh_n; ++oh) {
           const int ih = oh * s.stride - s.pad + ki;
           float* out = row + size_t(oh) * ow_n;
-          if (ih < 0 || ih >= s.h) {
+          if (ih < 0 || ih >= s.h || lo == hi) {
             std::fill(out, out + ow_n, 0.0f);
             continue;
           }
-          const float* in = x + (size_t(c) * s.h + ih) * s.w;
-          for (int ow = 0; ow < ow_n; ++ow) {
-            const int iw = ow * s.stride - s.pad + kj;
-            out[ow] = iw >= 0 && iw < s.w ? in[iw] : 0.0f;
+          const float* in = x + (size_t(c) * s.h + ih) * s.w + (lo * s.stride - s.pad + kj);
+          std::fill(out, out + lo, 0.0f);
+          if (s.stride == 1) {
+            std::copy(in, in + (hi - lo), out + lo);
+          } else {
+            for (int ow = lo; ow < hi; ++ow) out[ow] = in[(ow - lo) * s.stride];
           }
+          std::fill(out + hi, out + ow_n, 0.0f);
         }
       }
 }
@@ -41,15 +57,14 @@ void col2im_add(const ConvShape& s, const float* col, float* dx) {
     for (int ki = 0; ki < s.k; ++ki)
       for (int kj = 0; kj < s.k; ++kj) {
         const float* row = col + size_t((c * s.k + ki) * s.k + kj) * oh_n * ow_n;
+        int lo, hi;
+        valid_columns(s, kj, &lo, &hi);
         for (int oh = 0; oh < oh_n; ++oh) {
           const int ih = oh * s.stride - s.pad + ki;
-          if (ih < 0 || ih >= s.h) continue;
-          float* out = dx + (size_t(c) * s.h + ih) * s.w;
+          if (ih < 0 || ih >= s.h || lo == hi) continue;
+          float* out = dx + (size_t(c) * s.h + ih) * s.w + (lo * s.stride - s.pad + kj);
           const float* in = row + size_t(oh) * ow_n;
-          for (int ow = 0; ow < ow_n; ++ow) {
-            const int iw = ow * s.stride - s.pad + kj;
-            if (iw >= 0 && iw < s.w) out[iw] += in[ow];
-          }
+          for (int ow = lo; ow < hi; ++ow) out[(ow - lo) * s.stride] += in[ow];
         }
       }
 }
@@ -65,6 +80,52 @@ void moments(const float* x, size_t n, float* mean, float* rstd) {
 }
 
 constexpr float kGeluScale = 0.7978845608028654f;  // √(2/π)
+
+// tanh as Eigen's rational approximation for float (odd degree-13 over even degree-6 polynomial,
+// inputs clamped to ±7.9988 where tanh rounds to ±1; within 4e-7 of tanh, NaN stays NaN).
+// Branch-free, so the GELU loops vectorise: libm's tanhf was a quarter of a GPT step.
+[[gnu::always_inline]] inline float fast_tanh(float x) {
+  const float c = 7.99881172180175781f;
+  x = x < -c ? -c : x;  // (NaN compares false and stays NaN)
+  x = x > c ? c : x;
+  const float x2 = x * x;
+  float p = x2 * -2.76076847742355e-16f + 2.00018790482477e-13f;
+  p = x2 * p + -8.60467152213735e-11f;
+  p = x2 * p + 5.12229709037114e-08f;
+  p = x2 * p + 1.48572235717979e-05f;
+  p = x2 * p + 6.37261928875436e-04f;
+  p = x2 * p + 4.89352455891786e-03f;
+  float q = x2 * 1.19825839466702e-06f + 1.18534705686654e-04f;
+  q = x2 * q + 2.26843463243900e-03f;
+  q = x2 * q + 4.89352518554385e-03f;
+  return x * p / q;
+}
+
+// GELU's loops, compiled twice (plain and AVX2, dispatched by hand as in common/cpu_features.h).
+// Without FMA: both variants round exactly alike, so results do not depend on the machine's ISA.
+[[gnu::always_inline]] inline void gelu_forward_body(const float* x, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    y[i] = 0.5f * v * (1.0f + fast_tanh(kGeluScale * (v + 0.044715f * v * v * v)));
+  }
+}
+
+[[gnu::always_inline]] inline void gelu_backward_add_body(const float* x, const float* dy, float* dx, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float t = fast_tanh(kGeluScale * (v + 0.044715f * v * v * v));
+    const float sech2 = 1.0f - t * t;
+    const float local = 0.5f * (1.0f + t) + 0.5f * v * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * v * v);
+    dx[i] += local * dy[i];
+  }
+}
+
+#ifdef GOSSIP_TARGET_AVX2
+GOSSIP_TARGET_AVX2 void gelu_forward_avx2(const float* x, float* y, size_t n) { gelu_forward_body(x, y, n); }
+GOSSIP_TARGET_AVX2 void gelu_backward_add_avx2(const float* x, const float* dy, float* dx, size_t n) {
+  gelu_backward_add_body(x, dy, dx, n);
+}
+#endif
 }  // namespace
 
 size_t CpuLayers::conv2d_workspace(const ConvShape& s) const {
@@ -166,28 +227,31 @@ void CpuLayers::global_avgpool_backward(const float* dy, float* dx, int batch, i
 }
 
 void CpuLayers::relu_forward(const float* x, float* y, size_t n) {
-  for (size_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f || std::isnan(x[i]) ? x[i] : 0.0f;  // NaN stays NaN
+  for (size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    y[i] = v <= 0.0f ? 0.0f : v;  // NaN compares false: it stays NaN
+  }
 }
 
 void CpuLayers::relu_backward_add(const float* y, const float* dy, float* dx, size_t n) {
-  for (size_t i = 0; i < n; ++i) dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+    const float g = dy[i];  // loaded unconditionally, so the loop vectorises (a select, no branch)
+    dx[i] += y[i] > 0.0f ? g : 0.0f;
+  }
 }
 
 void CpuLayers::gelu_forward(const float* x, float* y, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    y[i] = 0.5f * v * (1.0f + std::tanh(kGeluScale * (v + 0.044715f * v * v * v)));
-  }
+#ifdef GOSSIP_TARGET_AVX2
+  if (cpu_has_avx2()) return gelu_forward_avx2(x, y, n);
+#endif
+  gelu_forward_body(x, y, n);
 }
 
 void CpuLayers::gelu_backward_add(const float* x, const float* dy, float* dx, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    const float t = std::tanh(kGeluScale * (v + 0.044715f * v * v * v));
-    const float sech2 = 1.0f - t * t;
-    const float local = 0.5f * (1.0f + t) + 0.5f * v * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * v * v);
-    dx[i] += local * dy[i];
-  }
+#ifdef GOSSIP_TARGET_AVX2
+  if (cpu_has_avx2()) return gelu_backward_add_avx2(x, dy, dx, n);
+#endif
+  gelu_backward_add_body(x, dy, dx, n);
 }
 
 void CpuLayers::add_forward(const float* a, const float* b, float* y, size_t n) {
@@ -319,67 +383,61 @@ void CpuLayers::embedding_backward(const int32_t* tokens, const float* dy, float
     }
 }
 
+// Per (sample, head), with the rows of q, k and v read in place from qkv (row stride 3·dim):
+// S = q·kᵀ/√hs by sgemm, a causal softmax row by row (entries t2 > t are 0), out = P·v by sgemm.
 void CpuLayers::attention_forward(const AttentionShape& s, const float* qkv, float* out, float* att) {
   const int hs = s.dim / s.heads, row = 3 * s.dim;
   const float scale = 1.0f / std::sqrt(float(hs));
   for (int n = 0; n < s.batch; ++n)
-    for (int h = 0; h < s.heads; ++h)
+    for (int h = 0; h < s.heads; ++h) {
+      const float* q = qkv + size_t(n) * s.t * row + h * hs;
+      float* a = att + (size_t(n) * s.heads + h) * s.t * s.t;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.t, s.t, hs, scale, q, row, q + s.dim, row, 0.0f, a,
+                  s.t);
       for (int t = 0; t < s.t; ++t) {
-        const float* q = qkv + (size_t(n) * s.t + t) * row + h * hs;
-        float* a = att + ((size_t(n) * s.heads + h) * s.t + t) * s.t;
-        float top = -INFINITY;
-        for (int t2 = 0; t2 <= t; ++t2) {
-          const float* k = qkv + (size_t(n) * s.t + t2) * row + s.dim + h * hs;
-          float dot = 0;
-          for (int i = 0; i < hs; ++i) dot += q[i] * k[i];
-          a[t2] = dot * scale;
-          top = std::max(top, a[t2]);
-        }
+        float* r = a + size_t(t) * s.t;
+        const float top = *std::max_element(r, r + t + 1);
         double sum = 0;
-        for (int t2 = 0; t2 <= t; ++t2) sum += (a[t2] = std::exp(a[t2] - top));
+        for (int t2 = 0; t2 <= t; ++t2) sum += (r[t2] = std::exp(r[t2] - top));
         const float inv = float(1.0 / sum);
-        for (int t2 = 0; t2 <= t; ++t2) a[t2] *= inv;
-        std::fill(a + t + 1, a + s.t, 0.0f);
-        float* o = out + (size_t(n) * s.t + t) * s.dim + h * hs;
-        std::fill(o, o + hs, 0.0f);
-        for (int t2 = 0; t2 <= t; ++t2) {
-          const float* v = qkv + (size_t(n) * s.t + t2) * row + 2 * s.dim + h * hs;
-          for (int i = 0; i < hs; ++i) o[i] += a[t2] * v[i];
-        }
+        for (int t2 = 0; t2 <= t; ++t2) r[t2] *= inv;
+        std::fill(r + t + 1, r + s.t, 0.0f);
       }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.t, hs, s.t, 1.0f, a, s.t, q + 2 * s.dim, row, 0.0f,
+                  out + size_t(n) * s.t * s.dim + h * hs, s.dim);
+    }
 }
 
+// dP = dout·vᵀ; dv += Pᵀ·dout; dS = P ⊙ (dP − rowsum(P ⊙ dP))·scale (0 where P is masked);
+// dq += dS·k; dk += dSᵀ·q — five sgemms per (sample, head) and one pass over the T×T scores.
 void CpuLayers::attention_backward(const AttentionShape& s, const float* qkv, const float* att, const float* dout,
                                    float* dqkv) {
   const int hs = s.dim / s.heads, row = 3 * s.dim;
   const float scale = 1.0f / std::sqrt(float(hs));
-  std::vector<float> datt(s.t);
+  scores_.resize(size_t(s.t) * s.t);
+  float* ds = scores_.data();
   for (int n = 0; n < s.batch; ++n)
-    for (int h = 0; h < s.heads; ++h)
+    for (int h = 0; h < s.heads; ++h) {
+      const size_t at = size_t(n) * s.t * row + h * hs;  // q of (n, h) at qkv + at, k at + dim, v at + 2·dim
+      const float* a = att + (size_t(n) * s.heads + h) * s.t * s.t;
+      const float* go = dout + size_t(n) * s.t * s.dim + h * hs;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.t, s.t, hs, 1.0f, go, s.dim, qkv + at + 2 * s.dim, row,
+                  0.0f, ds, s.t);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s.t, hs, s.t, 1.0f, a, s.t, go, s.dim, 1.0f,
+                  dqkv + at + 2 * s.dim, row);
       for (int t = 0; t < s.t; ++t) {
-        const size_t qrow = (size_t(n) * s.t + t) * row + h * hs;
-        const float* a = att + ((size_t(n) * s.heads + h) * s.t + t) * s.t;
-        const float* go = dout + (size_t(n) * s.t + t) * s.dim + h * hs;
-        double weighted = 0;  // Σ a·datt, for the softmax's backward pass
-        for (int t2 = 0; t2 <= t; ++t2) {
-          const size_t vrow = (size_t(n) * s.t + t2) * row + 2 * s.dim + h * hs;
-          float d = 0;
-          for (int i = 0; i < hs; ++i) {
-            d += qkv[vrow + i] * go[i];
-            dqkv[vrow + i] += a[t2] * go[i];
-          }
-          datt[t2] = d;
-          weighted += double(a[t2]) * d;
-        }
-        for (int t2 = 0; t2 <= t; ++t2) {
-          const float dpre = a[t2] * (datt[t2] - float(weighted)) * scale;
-          const size_t krow = (size_t(n) * s.t + t2) * row + s.dim + h * hs;
-          for (int i = 0; i < hs; ++i) {
-            dqkv[qrow + i] += qkv[krow + i] * dpre;
-            dqkv[krow + i] += qkv[qrow + i] * dpre;
-          }
-        }
+        const float* p = a + size_t(t) * s.t;
+        float* d = ds + size_t(t) * s.t;
+        double weighted = 0;
+        for (int t2 = 0; t2 <= t; ++t2) weighted += double(p[t2]) * d[t2];
+        for (int t2 = 0; t2 <= t; ++t2) d[t2] = p[t2] * (d[t2] - float(weighted)) * scale;
+        std::fill(d + t + 1, d + s.t, 0.0f);
       }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.t, hs, s.t, 1.0f, ds, s.t, qkv + at + s.dim, row, 1.0f,
+                  dqkv + at, row);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s.t, hs, s.t, 1.0f, ds, s.t, qkv + at, row, 1.0f,
+                  dqkv + at + s.dim, row);
+    }
 }
 
 }  // namespace gossip::kernels

@@ -1,6 +1,8 @@
 // The CPU reference of the layer kernels (see layer_kernels.h): im2col + OpenBLAS sgemm for
-// convolutions, plain loops elsewhere.
+// convolutions, sgemm per (sample, head) for attention, plain loops elsewhere.
 #pragma once
+
+#include <vector>
 
 #include "kernels/layer_kernels.h"
 
@@ -38,6 +40,9 @@ class CpuLayers final : public LayerKernels {
   void attention_forward(const AttentionShape& s, const float* qkv, float* out, float* att) override;
   void attention_backward(const AttentionShape& s, const float* qkv, const float* att, const float* dout,
                           float* dqkv) override;
+
+ private:
+  std::vector<float> scores_;  // attention_backward's T×T gradient of the scores, reused
 };
 
 }  // namespace gossip::kernels
