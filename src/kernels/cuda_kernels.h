@@ -8,6 +8,14 @@
 
 namespace gossip::kernels::cuda {
 
+// Launch shape shared by the element-wise and the layer kernels: 256-thread blocks, enough of
+// them to cover n values (grid-stride loops take the rest past the cap).
+constexpr int kThreads = 256;
+inline unsigned blocks_for(size_t n) {
+  const size_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b == 0 ? 1 : (b < 65535 * 8 ? b : 65535 * 8));
+}
+
 void fill(float* p, float value, size_t n, cudaStream_t stream);
 void bias_act_forward(float* y, const float* bias, int rows, int cols, bool relu, cudaStream_t stream);
 void relu_backward(float* dy, const float* y, size_t n, cudaStream_t stream);

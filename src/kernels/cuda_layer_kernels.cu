@@ -1,23 +1,8 @@
-#include <cfloat>
-
 #include "kernels/cuda_layer_kernels.h"
 #include "kernels/cuda_layer_kernels.cuh"
+#include "kernels/cuda_kernels.h"
 
 namespace gossip::kernels::cuda {
-namespace {
-
-constexpr int kThreads = 256;
-
-unsigned blocks_for(size_t n) {
-  const size_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b == 0 ? 1 : (b < 65535 * 8 ? b : 65535 * 8));
-}
-
-// Blocks for one thread per item when each thread loops over its item's values.
-unsigned blocks_of_threads(int n) { return static_cast<unsigned>(n > 0 ? (n + kThreads - 1) / kThreads : 1); }
-
-}  // namespace
-
 using namespace kernel;  // the __global__ functions of cuda_layer_kernels.cuh
 
 void im2col(const ConvShape& s, const float* x, float* col, cudaStream_t stream) {
@@ -32,7 +17,7 @@ void channel_bias_add(float* y, const float* b, int batch, int c, int plane, cud
   channel_bias_add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, b, c, plane, n);
 }
 void channel_sum_add(const float* dy, float* db, int batch, int c, int plane, cudaStream_t stream) {
-  channel_sum_add_kernel<<<blocks_of_threads(c), kThreads, 0, stream>>>(dy, db, batch, c, plane);
+  channel_sum_add_kernel<<<blocks_for(c), kThreads, 0, stream>>>(dy, db, batch, c, plane);
 }
 void maxpool2d_forward(const PoolShape& s, const float* x, float* y, int32_t* argmax, cudaStream_t stream) {
   maxpool_forward_kernel<<<blocks_for(size_t(s.batch) * s.c * s.out_h() * s.out_w()), kThreads, 0, stream>>>(
@@ -65,20 +50,20 @@ void add_forward(const float* a, const float* b, float* y, size_t n, cudaStream_
   add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, y, n);
 }
 void column_sum_add(const float* dy, float* db, int rows, int cols, cudaStream_t stream) {
-  column_sum_add_kernel<<<blocks_of_threads(cols), kThreads, 0, stream>>>(dy, db, rows, cols);
+  column_sum_add_kernel<<<blocks_for(cols), kThreads, 0, stream>>>(dy, db, rows, cols);
 }
 
 void norm_forward(const NormLayout& l, const float* x, const float* gamma, const float* beta, float* y, float* mean,
                   float* rstd, cudaStream_t stream) {
-  norm_moments_kernel<<<blocks_of_threads(l.segments), kThreads, 0, stream>>>(l, x, mean, rstd);
+  norm_moments_kernel<<<blocks_for(l.segments), kThreads, 0, stream>>>(l, x, mean, rstd);
   norm_apply_kernel<<<blocks_for(size_t(l.segments) * l.length), kThreads, 0, stream>>>(l, x, gamma, beta, mean,
                                                                                         rstd, y);
 }
 void norm_backward(const NormLayout& l, const float* x, const float* gamma, const float* mean, const float* rstd,
                    const float* dy, float* dx, float* dgamma, float* dbeta, float* scratch, cudaStream_t stream) {
-  norm_param_grads_kernel<<<blocks_of_threads(l.params), kThreads, 0, stream>>>(l, x, mean, rstd, dy, dgamma, dbeta);
+  norm_param_grads_kernel<<<blocks_for(l.params), kThreads, 0, stream>>>(l, x, mean, rstd, dy, dgamma, dbeta);
   if (!dx) return;
-  norm_backward_sums_kernel<<<blocks_of_threads(l.segments), kThreads, 0, stream>>>(l, x, gamma, mean, rstd, dy,
+  norm_backward_sums_kernel<<<blocks_for(l.segments), kThreads, 0, stream>>>(l, x, gamma, mean, rstd, dy,
                                                                                     scratch);
   norm_backward_dx_kernel<<<blocks_for(size_t(l.segments) * l.length), kThreads, 0, stream>>>(l, x, gamma, mean,
                                                                                               rstd, dy, scratch, dx);
@@ -92,7 +77,7 @@ void embedding_forward(const int32_t* tokens, const float* wte, const float* wpe
 void embedding_backward(const int32_t* tokens, const float* dy, float* dwte, float* dwpe, int batch, int t, int dim,
                         cudaStream_t stream) {
   embedding_wpe_grad_kernel<<<blocks_for(size_t(t) * dim), kThreads, 0, stream>>>(dy, dwpe, batch, t, dim);
-  embedding_wte_grad_kernel<<<blocks_of_threads(dim), kThreads, 0, stream>>>(tokens, dy, dwte, batch * t, dim);
+  embedding_wte_grad_kernel<<<blocks_for(dim), kThreads, 0, stream>>>(tokens, dy, dwte, batch * t, dim);
 }
 
 void attention_forward(const AttentionShape& s, const float* qkv, float* out, float* att, cudaStream_t stream) {
