@@ -13,6 +13,13 @@
 #                         files of the dependencies, for a GPU machine that cannot install packages.
 #                         bench/gpu.sh unpacks it when the dependencies are missing there, e.g. with
 #                         the device tool: run(command="bench/gpu.sh", carry=[".gpu-deps"]).
+#   bench/gpu.sh bundle   (after a build with CUDA in build/) packs the GPU binaries and the
+#                         libraries they load, but for glibc, libstdc++ and CUDA's, into
+#                         .gpu-deps/bundle.tar.xz; on the GPU machine, GPU_BUNDLE=1 bench/gpu.sh runs
+#                         them instead of building. GOSSIP_BIN=dir runs the binaries in dir.
+#
+# A failing check does not stop the run: every check runs, each failure is named, and the exit
+# status is 1 when any failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 multiarch=x86_64-linux-gnu
@@ -51,40 +58,67 @@ if [[ ${1:-} == pack ]]; then
   exit 0
 fi
 
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-[[ -x $nvcc ]] || { echo "bench/gpu.sh: no nvcc (set CUDACXX or install the CUDA toolkit)" >&2; exit 2; }
-
-cmake_args=()
-if [[ ${GPU_SYSROOT:-} == 1 || ( ! -e /usr/include/zmq.hpp && -e .gpu-deps/sysroot.tar.xz ) ]]; then
-  # No packages here: build against the carried sysroot.
-  root=$PWD/.gpu-deps/root
-  [[ -d $root ]] || { mkdir -p "$root"; tar -C "$root" -xJf .gpu-deps/sysroot.tar.xz; }
-  mkdir -p "$root/pc"
-  printf 'Name: libzmq\nDescription: ZeroMQ\nVersion: 4.3.4\nLibs: -L%s -lzmq\nCflags: -I%s\n' \
-    "$root$lib" "$root/usr/include" > "$root/pc/libzmq.pc"
-  printf 'Name: openblas\nDescription: OpenBLAS\nVersion: 0.3.21\nLibs: -L%s -lopenblas\nCflags: -I%s\n' \
-    "$root$lib/openblas-pthread" "$root/usr/include/$multiarch/openblas-pthread" > "$root/pc/openblas.pc"
-  export PKG_CONFIG_PATH=$root/pc CPATH=$root/usr/include
-  export LIBRARY_PATH=$root$lib LD_LIBRARY_PATH=$root$lib:$root$lib/openblas-pthread:${LD_LIBRARY_PATH:-}
-  cmake_args+=(-DCMAKE_PREFIX_PATH="$root/usr")
-  command -v pkg-config >/dev/null || cmake_args+=(-DPKG_CONFIG_EXECUTABLE="$root/usr/bin/pkgconf")
+if [[ ${1:-} == bundle ]]; then
+  out=.gpu-deps/bundle
+  rm -rf "$out" && mkdir -p "$out/bin" "$out/lib"
+  trap 'rm -rf "$out"' EXIT
+  targets=(cuda_backend_test cuda_layers_test network_test mlp_test train_bench gossip-peer gossip-launch)
+  for t in "${targets[@]}"; do cp build/bin/$t "$out/bin/"; done
+  ldd build/bin/gossip-peer build/bin/cuda_layers_test | awk '$3 ~ /^\// {print $3}' | sort -u |
+    grep -Ev '/(libc|libm|libdl|libpthread|librt|libresolv|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/cuda' |
+    while read -r so; do cp "$(readlink -f "$so")" "$out/lib/${so##*/}"; done
+  tar -C .gpu-deps -cJf .gpu-deps/bundle.tar.xz bundle
+  echo "bench/gpu.sh bundle: .gpu-deps/bundle.tar.xz ($(du -h .gpu-deps/bundle.tar.xz | cut -f1))"
+  exit 0
 fi
+
+failed=()
+fail() { echo "bench/gpu.sh: FAILED: $*" >&2; failed+=("$*"); }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 jobs=$(nproc)
-cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DGOSSIP_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" \
-  "${cmake_args[@]}" >/dev/null
-cmake --build build-cuda -j "$jobs" --target cuda_backend_test cuda_layers_test network_test mlp_test train_bench gossip-peer gossip-launch \
-  >/dev/null
-bin=build-cuda/bin
+if [[ ${GPU_BUNDLE:-} == 1 ]]; then
+  rm -rf .gpu-deps/bundle && tar -C .gpu-deps -xJf .gpu-deps/bundle.tar.xz
+  export LD_LIBRARY_PATH=$PWD/.gpu-deps/bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+  GOSSIP_BIN=.gpu-deps/bundle/bin
+  ldd "$GOSSIP_BIN/gossip-peer" "$GOSSIP_BIN/cuda_layers_test" | grep "not found" && fail "libraries missing"
+fi
+if [[ -n ${GOSSIP_BIN:-} ]]; then
+  bin=$GOSSIP_BIN
+else
+  nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+  [[ -x $nvcc ]] || { echo "bench/gpu.sh: no nvcc (set CUDACXX or install the CUDA toolkit)" >&2; exit 2; }
+
+  cmake_args=()
+  if [[ ${GPU_SYSROOT:-} == 1 || ( ! -e /usr/include/zmq.hpp && -e .gpu-deps/sysroot.tar.xz ) ]]; then
+    # No packages here: build against the carried sysroot.
+    root=$PWD/.gpu-deps/root
+    [[ -d $root ]] || { mkdir -p "$root"; tar -C "$root" -xJf .gpu-deps/sysroot.tar.xz; }
+    mkdir -p "$root/pc"
+    printf 'Name: libzmq\nDescription: ZeroMQ\nVersion: 4.3.4\nLibs: -L%s -lzmq\nCflags: -I%s\n' \
+      "$root$lib" "$root/usr/include" > "$root/pc/libzmq.pc"
+    printf 'Name: openblas\nDescription: OpenBLAS\nVersion: 0.3.21\nLibs: -L%s -lopenblas\nCflags: -I%s\n' \
+      "$root$lib/openblas-pthread" "$root/usr/include/$multiarch/openblas-pthread" > "$root/pc/openblas.pc"
+    export PKG_CONFIG_PATH=$root/pc CPATH=$root/usr/include
+    export LIBRARY_PATH=$root$lib LD_LIBRARY_PATH=$root$lib:$root$lib/openblas-pthread:${LD_LIBRARY_PATH:-}
+    cmake_args+=(-DCMAKE_PREFIX_PATH="$root/usr")
+    command -v pkg-config >/dev/null || cmake_args+=(-DPKG_CONFIG_EXECUTABLE="$root/usr/bin/pkgconf")
+  fi
+  cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DGOSSIP_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" \
+    "${cmake_args[@]}" >/dev/null
+  cmake --build build-cuda -j "$jobs" --target cuda_backend_test cuda_layers_test network_test mlp_test train_bench gossip-peer gossip-launch \
+    >/dev/null
+  bin=build-cuda/bin
+fi
 
 echo "== GPU tests"
-tests=$("$bin/cuda_backend_test" 2>&1 && "$bin/cuda_layers_test" 2>&1 && "$bin/mlp_test" --gtest_filter='*Cuda*' 2>&1 &&
-        "$bin/network_test" --gtest_filter='*Cuda*' 2>&1) || { echo "$tests"; exit 1; }
-echo "$tests" | grep -E "^\[  (PASSED|SKIPPED|FAILED) +\] [0-9]+ tests?"
-if grep -q "no CUDA device answers" <<< "$tests"; then
-  echo "bench/gpu.sh: the GPU tests skipped: no CUDA device answers on this machine" >&2
-  exit 1
-fi
+for t in cuda_backend_test cuda_layers_test mlp_test network_test; do
+  filter='*'
+  [[ $t == *_backend_test || $t == *_layers_test ]] || filter='*Cuda*'
+  out=$("$bin/$t" --gtest_filter="$filter" 2>&1) || { echo "$out" | grep -E "Failure|FAILED|rror" | head -n 40 || true; fail "$t"; }
+  echo "$t: $(echo "$out" | grep -E "^\[  (PASSED|SKIPPED|FAILED) +\] [0-9]+ tests?" | tr '\n' ' ')"
+  grep -q "no CUDA device answers" <<< "$out" && fail "$t skipped: no CUDA device answers on this machine"
+done
 
 echo "== 2 peers gossiping, models on the GPU"
 run=$(mktemp -d)
@@ -100,10 +134,12 @@ model: {hidden: [256, 256]}
 data: {dataset: synthetic, synthetic: {train: 8000, test: 2000, dims: 32, classes: 4}}
 optimizer: {lr: 0.05, momentum: 0.9, batch: 64, epochs: 2}
 YAML
-"$bin/gossip-launch" "$run/gpu2.yaml" > "$run/log" 2>&1 || { tail -n 20 "$run/log"; exit 1; }
-grep "final:" "$run/log"
-[[ $(grep -o "params_crc [0-9a-f]*" "$run/log" | sort -u | wc -l) == 1 ]] ||
-  { echo "bench/gpu.sh: the 2 GPU peers ended with different models" >&2; exit 1; }
+if "$bin/gossip-launch" "$run/gpu2.yaml" > "$run/log" 2>&1; then
+  grep "final:" "$run/log"
+  [[ $(grep -o "params_crc [0-9a-f]*" "$run/log" | sort -u | wc -l) == 1 ]] || fail "the 2 GPU peers ended with different models"
+else
+  tail -n 20 "$run/log"; fail "2 MLP peers on the GPU"
+fi
 
 source bench/lib.sh
 echo "== a CNN and a GPT, 2 ring peers each, trained on the GPU and on the CPU from one YAML"
@@ -138,38 +174,50 @@ for m in cnn gpt; do
   for d in cuda cpu; do
     sed "1a device: $d" "$run/$m.yaml" > "$run/$m-$d.yaml"
     t0=$SECONDS
-    "$bin/gossip-launch" "$run/$m-$d.yaml" > "$run/$m-$d.log" 2>&1 || { tail -n 20 "$run/$m-$d.log"; exit 1; }
+    "$bin/gossip-launch" "$run/$m-$d.yaml" > "$run/$m-$d.log" 2>&1 || { tail -n 20 "$run/$m-$d.log"; fail "$m on $d"; }
     echo "| $m | $d | $(field "$run/$m-$d.log" averaged_model_test_loss) | $(field "$run/$m-$d.log" averaged_model_test_acc) | $((SECONDS - t0)) |"
   done
   awk -v a="$(field "$run/$m-cuda.log" averaged_model_test_loss)" -v b="$(field "$run/$m-cpu.log" averaged_model_test_loss)" \
       -v c="$(field "$run/$m-cuda.log" averaged_model_test_acc)" -v d="$(field "$run/$m-cpu.log" averaged_model_test_acc)" \
       'BEGIN { bad = a == "" || b == "" || (a - b > 0.02 * b || b - a > 0.02 * b) || (c - d > 0.02 || d - c > 0.02); exit bad }' ||
-    { echo "bench/gpu.sh: $m trained on the GPU does not match the CPU run of the same YAML" >&2; exit 1; }
+    fail "$m trained on the GPU does not match the CPU run of the same YAML"
 done
 
-echo "== throughput of the layer models, GPU vs this machine's CPU backend (medians of 3)"
-echo "| model | batch | unit | gossip CUDA | gossip CPU ($jobs threads) | CUDA / CPU |"
-echo "|---|---|---|---|---|---|"
+torch_cuda=0
+python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null && torch_cuda=1
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else printf "n/a" }'; }
+
+echo "== throughput of the layer models on the GPU beside PyTorch on the same GPU and this machine's CPU backend (medians of 3)"
+echo "| model | batch | unit | gossip CUDA | PyTorch CUDA | gossip / PyTorch | gossip CPU ($jobs threads) | CUDA / CPU |"
+echo "|---|---|---|---|---|---|---|---|"
 for cfg in "lenet 256 samples/s" "resnet 256 samples/s" "gpt 32 tokens/s"; do
   set -- $cfg
-  g=$(for _ in 1 2 3; do "$bin/train_bench" --device cuda --model "$1" --batch "$2" --steps 50 | awk '{print $NF}'; done | median)
-  c=$("$bin/train_bench" --device cpu --threads "$jobs" --model "$1" --batch "$2" --steps 5 | awk '{print $NF}')
-  echo "| $1 | $2 | $3 | $g | $c | $(awk -v a="$g" -v b="$c" 'BEGIN{printf "%.1f", a/b}') |"
+  g=$(for _ in 1 2 3; do "$bin/train_bench" --device cuda --model "$1" --batch "$2" --steps 50 | awk '{print $NF}'; done | median) ||
+    { fail "train_bench --device cuda --model $1"; g=0; }
+  t=n/a
+  [[ $torch_cuda == 0 ]] ||
+    t=$(for _ in 1 2 3; do python3 bench/model_torch.py --device cuda --model "$1" --batch "$2" --steps 50 | awk '{print $NF}'; done | median) || t=n/a
+  c=$("$bin/train_bench" --device cpu --threads "$jobs" --model "$1" --batch "$2" --steps 5 | awk '{print $NF}') || c=0
+  echo "| $1 | $2 | $3 | $g | $t | $(ratio "$g" "$t") | $c | $(ratio "$g" "$c") |"
 done
 
 echo "== samples/s, 784-1024-1024-10 (medians of 3)"
-torch_cuda=0
-python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null && torch_cuda=1
 sps() { awk '{for (i = 1; i < NF; i++) if ($i == "samples/s") print $(i+1)}'; }
 echo "| batch | gossip CUDA | PyTorch CUDA | gossip / PyTorch | gossip CPU ($jobs threads) | CUDA / CPU |"
 echo "|---|---|---|---|---|---|"
 for b in 256 1024; do
-  g=$(for _ in 1 2 3; do "$bin/train_bench" --device cuda --dims 784,1024,1024,10 --batch $b --steps 2000 | sps; done | median)
-  t=n/a ratio=n/a
-  if [[ $torch_cuda == 1 ]]; then
-    t=$(for _ in 1 2 3; do python3 bench/train_torch.py --device cuda --dims 784,1024,1024,10 --batch $b --steps 2000 | sps; done | median)
-    ratio=$(awk -v a="$g" -v b="$t" 'BEGIN{printf "%.2f", a/b}')
-  fi
-  c=$("$bin/train_bench" --device cpu --threads "$jobs" --dims 784,1024,1024,10 --batch $b --steps 50 | sps)
-  echo "| $b | $g | $t | $ratio | $c | $(awk -v a="$g" -v b="$c" 'BEGIN{printf "%.1f", a/b}') |"
+  g=$(for _ in 1 2 3; do "$bin/train_bench" --device cuda --dims 784,1024,1024,10 --batch $b --steps 2000 | sps; done | median) ||
+    { fail "train_bench --device cuda --dims 784,1024,1024,10"; g=0; }
+  t=n/a
+  [[ $torch_cuda == 0 ]] ||
+    t=$(for _ in 1 2 3; do python3 bench/train_torch.py --device cuda --dims 784,1024,1024,10 --batch $b --steps 2000 | sps; done | median) || t=n/a
+  c=$("$bin/train_bench" --device cpu --threads "$jobs" --dims 784,1024,1024,10 --batch $b --steps 50 | sps) || c=0
+  echo "| $b | $g | $t | $(ratio "$g" "$t") | $c | $(ratio "$g" "$c") |"
 done
+
+if (( ${#failed[@]} )); then
+  printf 'bench/gpu.sh: %d check(s) failed:\n' "${#failed[@]}" >&2
+  printf '  %s\n' "${failed[@]}" >&2
+  exit 1
+fi
+echo "bench/gpu.sh: every check passed"

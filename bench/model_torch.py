@@ -19,6 +19,7 @@ p.add_argument("--mode", default="throughput", choices=["throughput", "train"])
 p.add_argument("--batch", type=int, default=64)
 p.add_argument("--steps", type=int, default=200)
 p.add_argument("--threads", type=int, default=1)
+p.add_argument("--device", default="cpu", help="throughput mode only: cpu or cuda")
 p.add_argument("--layers", type=int, default=4)
 p.add_argument("--heads", type=int, default=4)
 p.add_argument("--dim", type=int, default=128)
@@ -43,16 +44,18 @@ def make_model():
 
 
 def throughput():
-    model = make_model()
+    dev = torch.device(a.device)
+    model = make_model().to(dev)
     gpt = a.model == "gpt"
     opt = (torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0) if gpt
            else torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
     if gpt:
-        xs = [torch.randint(0, 256, (a.batch, a.context)) for _ in range(16)]
-        ys = [torch.randint(0, 256, (a.batch, a.context)) for _ in range(16)]
+        xs = [torch.randint(0, 256, (a.batch, a.context), device=dev) for _ in range(16)]
+        ys = [torch.randint(0, 256, (a.batch, a.context), device=dev) for _ in range(16)]
     else:
-        xs = [torch.randn(a.batch, 1, 28, 28) for _ in range(16)]
-        ys = [torch.randint(0, 10, (a.batch,)) for _ in range(16)]
+        xs = [torch.randn(a.batch, 1, 28, 28, device=dev) for _ in range(16)]
+        ys = [torch.randint(0, 10, (a.batch,), device=dev) for _ in range(16)]
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
 
     def step(i):
         opt.zero_grad(set_to_none=True)
@@ -62,9 +65,11 @@ def throughput():
 
     for i in range(min(20, a.steps)):
         step(i)
+    sync()
     start = time.perf_counter()
     for i in range(a.steps):
         step(i)
+    sync()
     secs = time.perf_counter() - start
     line = f"torch {a.model} batch {a.batch} threads {a.threads} samples/s {a.steps * a.batch / secs:.0f}"
     if gpt:

@@ -102,6 +102,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"model: {kind: mlp, heads: 2}\n", "field 'model.heads': is for kind gpt models"},
         BadCase{"model: {kind: cnn, net: vgg}\n", "model.net"},
         BadCase{"model: {kind: cnn, net: resnet, width: 12, groups: 8}\n", "groups (8) must divide width (12)"},
+        BadCase{"model: {kind: cnn, net: resnet, blocks: 0}\n", "blocks"},
+        BadCase{"model: {kind: gpt, blocks: 2}\n", "is for kind cnn models"},
         BadCase{"model: {kind: gpt, heads: 3}\ndata: {dataset: text}\n", "3 heads do not divide dim 128"},
         BadCase{"model: {kind: gpt}\n", "model kind gpt reads text"},
         BadCase{"data: {dataset: text}\n", "dataset text needs a language model"},
@@ -128,6 +130,8 @@ TEST(Config, ModelPresetsAndTextData) {
   EXPECT_EQ(cnn.train.model.net, model::CnnNet::kResNet);
   EXPECT_EQ(cnn.train.model.width, 32);
   EXPECT_EQ(cnn.train.model.groups, 4);
+  EXPECT_EQ(cnn.train.model.blocks, 1);
+  EXPECT_EQ(parse_config("model: {kind: cnn, net: resnet, blocks: 3}\n", "t.yaml").train.model.blocks, 3);
   EXPECT_EQ(parse_config("seed: 1\n", "t.yaml").train.model.kind, model::ModelKind::kMlp);
 }
 

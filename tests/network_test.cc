@@ -139,8 +139,15 @@ TEST(Network, PresetsHaveTheirParameterCounts) {
   resnet.kind = ModelKind::kCnn;
   resnet.net = CnnNet::kResNet;
   auto r = make_model(resnet, *be, fmnist, 2);
-  EXPECT_GT(r->num_params(), 0u);
+  EXPECT_EQ(r->num_params(), 482826u);  // as bench/torch_models.py's twin counts it
   EXPECT_EQ(r->num_params(), count_model_params(resnet, fmnist));
+  // Each further block per stage: two 3×3 convolutions and two GroupNorms of c channels.
+  resnet.blocks = 2;
+  size_t extra = 0;
+  for (size_t c : {32, 64, 128}) extra += 2 * (9 * c * c + c) + 2 * (2 * c);
+  EXPECT_EQ(count_model_params(resnet, fmnist), 482826u + extra);
+  resnet.blocks = 0;
+  EXPECT_THROW(count_model_params(resnet, fmnist), Error);
 }
 
 TEST(Network, ParametersAreOneBufferThatSwapsWhole) {

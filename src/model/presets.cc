@@ -32,20 +32,21 @@ int residual_block(NetworkBuilder& b, int x, int channels, int groups) {
 }
 
 // A stem (conv3×3 + GroupNorm + ReLU, then 2×2 max pooling), then three stages of width w, 2w,
-// 4w (the last two entered by a stride-2 convolution), each one residual block; global average
-// pooling and a linear classifier. On 28×28 images the stages run at 14×14, 7×7 and 4×4.
+// 4w (the last two entered by a stride-2 convolution), each of `blocks` residual blocks; global
+// average pooling and a linear classifier. On 28×28 images the stages run at 14×14, 7×7 and 4×4.
 std::unique_ptr<Network> resnet(kernels::Backend& backend, const ModelConfig& c, const InputShape& in,
                                 int max_batch) {
+  if (c.blocks <= 0) throw Error("model", "resnet: blocks (" + std::to_string(c.blocks) + ") must be positive");
   if (c.width <= 0 || c.groups <= 0 || c.width % c.groups)
     throw Error("model", "resnet: groups (" + std::to_string(c.groups) + ") must divide width (" +
                              std::to_string(c.width) + ")");
   NetworkBuilder b(backend, max_batch);
   int x = b.relu(conv_norm(b, b.image_input(in.c, in.h, in.w), c.width, 1, c.groups));
-  x = residual_block(b, b.maxpool2d(x, 2, 2), c.width, c.groups);
-  for (int stage = 1; stage < 3; ++stage) {
+  x = b.maxpool2d(x, 2, 2);
+  for (int stage = 0; stage < 3; ++stage) {
     const int channels = c.width << stage;
-    x = b.relu(conv_norm(b, x, channels, 2, c.groups));
-    x = residual_block(b, x, channels, c.groups);
+    if (stage > 0) x = b.relu(conv_norm(b, x, channels, 2, c.groups));
+    for (int block = 0; block < c.blocks; ++block) x = residual_block(b, x, channels, c.groups);
   }
   return b.build(b.linear(b.global_avgpool(x), in.classes));
 }
@@ -113,7 +114,8 @@ std::string describe(const ModelConfig& c) {
     case ModelKind::kCnn:
       return c.net == CnnNet::kLeNet ? "cnn lenet"
                                      : "cnn resnet (width " + std::to_string(c.width) + ", " +
-                                           std::to_string(c.groups) + " groups)";
+                                           std::to_string(c.groups) + " groups" +
+                                           (c.blocks == 1 ? "" : ", " + std::to_string(c.blocks) + " blocks") + ")";
     case ModelKind::kGpt:
       return "gpt " + std::to_string(c.layers) + "x" + std::to_string(c.dim) + " (" + std::to_string(c.heads) +
              " heads, context " + std::to_string(c.context) + ")";

@@ -19,6 +19,7 @@ struct ModelConfig {
   CnnNet net = CnnNet::kLeNet;           // cnn: which network
   int width = 32;                        // cnn resnet: channels of the first stage (then 2×, 4×)
   int groups = 8;                        // cnn resnet: GroupNorm groups (must divide width)
+  int blocks = 1;                        // cnn resnet: residual blocks per stage
   int layers = 4;                        // gpt: transformer blocks
   int heads = 4;                         // gpt: attention heads (must divide dim)
   int dim = 128;                         // gpt: model width

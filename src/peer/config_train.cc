@@ -55,7 +55,7 @@ void read_widths(MapReader& m, std::vector<int>& out) {
   }
 }
 
-// model: {kind: mlp, hidden: [..]} | {kind: cnn, net: lenet | resnet, width, groups}
+// model: {kind: mlp, hidden: [..]} | {kind: cnn, net: lenet | resnet, width, groups, blocks}
 //      | {kind: gpt, layers, heads, dim, context}; a field of another kind is an error.
 void parse_model(MapReader& top, model::ModelConfig& c) {
   MapReader m(top.get("model"), top.file(), "model");
@@ -71,6 +71,7 @@ void parse_model(MapReader& top, model::ModelConfig& c) {
     m.read_choice("net", c.net, {{"lenet", model::CnnNet::kLeNet}, {"resnet", model::CnnNet::kResNet}});
   if (only("width", model::ModelKind::kCnn, "cnn")) m.read_number("width", c.width, 1, 4096);
   if (only("groups", model::ModelKind::kCnn, "cnn")) m.read_number("groups", c.groups, 1, 4096);
+  if (only("blocks", model::ModelKind::kCnn, "cnn")) m.read_number("blocks", c.blocks, 1, 64);
   if (c.net == model::CnnNet::kResNet && c.width % c.groups)
     m.fail(m.has("groups") ? m.get("groups") : m.get("net"), "groups (" + std::to_string(c.groups) +
                                                                  ") must divide width (" + std::to_string(c.width) + ")",
