@@ -54,5 +54,35 @@ TEST(GossipPeer, WrongFlagsAreExitCodeTwo) {
   EXPECT_NE(missing.output.find("--config"), std::string::npos);
 }
 
+// `gossip-launch CONFIG -- CMD`: CMD runs once per rank, told its rank and the config through the
+// environment; its output is prefixed and a failing rank fails the launch.
+TEST(GossipLaunch, StartsACommandPerRank) {
+  testing::TempDir dir;
+  const std::string yaml = dir.write("run.yaml", "peers: {count: 3, host: 127.0.0.1, base_port: 0}\n");
+  const auto r = run_command(testing::bin("gossip-launch") + " " + yaml +
+                             " --epochs 4 -- sh -c 'echo \"rank $GOSSIP_RANK of $GOSSIP_CONFIG epochs $GOSSIP_EPOCHS "
+                             "rendezvous ${GOSSIP_RENDEZVOUS:+set}\"'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (int rank = 0; rank < 3; ++rank)
+    EXPECT_NE(r.output.find("[peer " + std::to_string(rank) + "] rank " + std::to_string(rank) + " of " + yaml +
+                            " epochs 4 rendezvous set"),
+              std::string::npos)
+        << r.output;
+  EXPECT_NE(r.output.find("3 of 3 peers succeeded"), std::string::npos) << r.output;
+
+  // Rank 1 fails first (rank 2 would a little later): the launcher stops the rest and names each failure.
+  const auto failing = run_command(testing::bin("gossip-launch") + " " + yaml + " -- sh -c 'sleep 0.$GOSSIP_RANK; exit $GOSSIP_RANK'");
+  EXPECT_EQ(failing.exit_code, 1) << failing.output;
+  EXPECT_NE(failing.output.find("peer 1 failed (exit code 1)"), std::string::npos) << failing.output;
+
+  const auto missing = run_command(testing::bin("gossip-launch") + " " + yaml + " -- no-such-command-here");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.output.find("exec no-such-command-here: No such file or directory"), std::string::npos)
+      << missing.output;
+  const auto empty = run_command(testing::bin("gossip-launch") + " " + yaml + " --");
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_NE(empty.output.find("nothing after '--'"), std::string::npos) << empty.output;
+}
+
 }  // namespace
 }  // namespace gossip

@@ -1,11 +1,13 @@
-// gossip-launch: starts every peer of a YAML on this machine, prefixes their output, forwards
-// Ctrl-C / SIGTERM, stops the others when one fails, and exits non-zero if any peer failed.
+// gossip-launch: starts every peer of a YAML on this machine (gossip-peer, or any command given
+// after "--", once per rank), prefixes their output, forwards Ctrl-C / SIGTERM, stops the others
+// when one fails, and exits non-zero if any peer failed.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -87,8 +89,9 @@ void set_run_id() {
   ::setenv("GOSSIP_RUN_ID", id, 1);
 }
 
-// Starts `args` (args[0]: the binary) with its stdout and stderr on a pipe.
-Child spawn(int rank, std::vector<std::string> args) {
+// Starts `args` (args[0]: the binary, looked up in PATH when it has no '/') with its stdout and
+// stderr on a pipe and `env` (NAME=value) added to its environment.
+Child spawn(int rank, std::vector<std::string> args, const std::vector<std::string>& env = {}) {
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) throw gossip::Error("gossip-launch", "pipe failed");
   // Between fork and exec the child still runs the launcher's signal handlers, which only set a
@@ -107,10 +110,11 @@ Child spawn(int rank, std::vector<std::string> args) {
     ::setpgid(0, 0);  // own process group: the launcher decides who gets which signal
     ::dup2(pipefd[1], 1);
     ::dup2(pipefd[1], 2);
+    for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));  // lives until exec
     std::vector<char*> cargs;
     for (auto& a : args) cargs.push_back(a.data());
     cargs.push_back(nullptr);
-    ::execv(args[0].c_str(), cargs.data());
+    ::execvp(args[0].c_str(), cargs.data());
     std::fprintf(stderr, "exec %s: %s\n", args[0].c_str(), std::strerror(errno));
     ::_exit(127);
   }
@@ -158,6 +162,15 @@ int supervise(std::vector<Child>& children) {
       if (c.fd >= 0) return true;
     return false;
   };
+  // Records an exited child; true when it failed.
+  auto exited = [&](Child& c) {
+    c.running = false;
+    if (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0) return false;
+    ++failed;
+    std::printf("gossip-launch: peer %d failed (%s %d)\n", c.rank, WIFEXITED(c.status) ? "exit code" : "signal",
+                WIFEXITED(c.status) ? WEXITSTATUS(c.status) : WTERMSIG(c.status));
+    return true;
+  };
   while (any_open()) {
     if (g_signal && forwarded != g_signal) {
       forwarded = g_signal;
@@ -170,12 +183,7 @@ int supervise(std::vector<Child>& children) {
     // stops the rest; one killed by a signal is a crash the others survive (elastic membership),
     // so they carry on and the launcher only reports it.
     for (auto& c : children) {
-      if (!c.running || ::waitpid(c.pid, &c.status, WNOHANG) != c.pid) continue;
-      c.running = false;
-      if (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0) continue;
-      ++failed;
-      std::printf("gossip-launch: peer %d failed (%s %d)\n", c.rank, WIFEXITED(c.status) ? "exit code" : "signal",
-                  WIFEXITED(c.status) ? WEXITSTATUS(c.status) : WTERMSIG(c.status));
+      if (!c.running || ::waitpid(c.pid, &c.status, WNOHANG) != c.pid || !exited(c)) continue;
       // Cut off from the run (kExitCutOff): like a crash, the others carry on without it.
       if (!stopping && WIFEXITED(c.status) && WEXITSTATUS(c.status) != gossip::kExitCutOff) {
         std::printf("gossip-launch: stopping the other peers\n");
@@ -187,8 +195,7 @@ int supervise(std::vector<Child>& children) {
   for (auto& c : children)
     if (c.running) {
       ::waitpid(c.pid, &c.status, 0);
-      c.running = false;
-      if (!(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) ++failed;
+      exited(c);
     }
   return failed;
 }
@@ -211,7 +218,32 @@ int report(const std::vector<Child>& children, int failed, bool one_model_expect
   return failed || (models.size() > 1 && one_model_expected) ? 1 : 0;
 }
 
+// `gossip-launch CONFIG -- CMD ARGS...`: CMD (e.g. a Python peer) starts once per rank and finds
+// its place in the run in the environment.
+std::vector<std::string> command_env(const std::string& config, int rank, const std::string& rendezvous,
+                                     const gossip::Flags& flags) {
+  std::vector<std::string> env{"GOSSIP_CONFIG=" + config, "GOSSIP_RANK=" + std::to_string(rank)};
+  if (!rendezvous.empty()) env.push_back("GOSSIP_RENDEZVOUS=" + rendezvous);
+  if (flags.get_bool("resume")) env.push_back("GOSSIP_RESUME=1");
+  for (const char* f : {"epochs", "device"})
+    if (flags.has(f)) {
+      std::string name = std::string("GOSSIP_") + f;
+      for (char& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      env.push_back(name + "=" + flags.get_string(f));
+    }
+  return env;
+}
+
 int run(int argc, char** argv) {
+  // Everything after "--" is the command to start per rank instead of gossip-peer.
+  std::vector<std::string> command;
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--") {
+      command.assign(argv + i + 1, argv + argc);
+      if (command.empty()) throw gossip::Error("gossip-launch", "nothing after '--' (give the command to start per rank)");
+      argc = i;
+      break;
+    }
   gossip::Flags flags("gossip-launch");
   flags.add_string("peer", "path of the gossip-peer binary", self_dir() + "/gossip-peer");
   flags.add_string("epochs", "passed on to every peer", std::nullopt);
@@ -222,14 +254,20 @@ int run(int argc, char** argv) {
   flags.add_bool("help", "print this help");
   flags.parse(argc, argv);
   if (flags.get_bool("help") || flags.positional().size() != 1) {
-    std::fputs(("usage: gossip-launch CONFIG.yaml [flags]\n" + flags.usage()).c_str(), flags.get_bool("help") ? stdout : stderr);
+    std::fputs(("usage: gossip-launch CONFIG.yaml [flags] [-- COMMAND ARGS...]\n"
+                "  with a COMMAND, it starts once per rank instead of gossip-peer, with GOSSIP_CONFIG,\n"
+                "  GOSSIP_RANK (and GOSSIP_RENDEZVOUS, GOSSIP_RESUME, GOSSIP_EPOCHS, GOSSIP_DEVICE when\n"
+                "  they apply) in its environment\n" +
+                flags.usage())
+                   .c_str(),
+               flags.get_bool("help") ? stdout : stderr);
     return flags.get_bool("help") ? 0 : gossip::kExitUsage;
   }
   const std::string config = flags.positional()[0];
   gossip::peer::RunConfig cfg = gossip::peer::load_config(config);  // fails early on a bad YAML
   const int n = cfg.peers.count();
   const std::string peer_bin = flags.get_string("peer");
-  if (::access(peer_bin.c_str(), X_OK) != 0) throw gossip::Error("gossip-launch", "peer binary " + peer_bin + " is not executable");
+  if (command.empty() && ::access(peer_bin.c_str(), X_OK) != 0) throw gossip::Error("gossip-launch", "peer binary " + peer_bin + " is not executable");
   const std::string rendezvous = make_rendezvous(cfg);
   set_run_id();
   struct sigaction sa {};
@@ -238,6 +276,10 @@ int run(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   std::vector<Child> children;
   for (int r = 0; r < n; ++r) {
+    if (!command.empty()) {
+      children.push_back(spawn(r, command, command_env(config, r, rendezvous, flags)));
+      continue;
+    }
     std::vector<std::string> args{peer_bin, "--config", config, "--rank", std::to_string(r)};
     if (!rendezvous.empty()) args.insert(args.end(), {"--rendezvous", rendezvous});
     for (const char* f : {"epochs", "device", "slowdown"})
