@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 PACKAGES=(build-essential cmake pkg-config libzmq3-dev cppzmq-dev libyaml-cpp-dev libboost-dev
-          libgtest-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist fortunes)
+          libgtest-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist fortunes
+          pybind11-dev python3-dev python3-numpy ${GOSSIP_EXTRA_PACKAGES:-})
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

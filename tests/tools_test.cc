@@ -60,11 +60,11 @@ TEST(GossipLaunch, StartsACommandPerRank) {
   testing::TempDir dir;
   const std::string yaml = dir.write("run.yaml", "peers: {count: 3, host: 127.0.0.1, base_port: 0}\n");
   const auto r = run_command(testing::bin("gossip-launch") + " " + yaml +
-                             " --epochs 4 -- sh -c 'echo \"rank $GOSSIP_RANK of $GOSSIP_CONFIG epochs $GOSSIP_EPOCHS "
+                             " --epochs 4 -- sh -c 'echo \"rank $GOSSIP_RANK/$GOSSIP_SIZE of $GOSSIP_CONFIG epochs $GOSSIP_EPOCHS "
                              "rendezvous ${GOSSIP_RENDEZVOUS:+set}\"'");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   for (int rank = 0; rank < 3; ++rank)
-    EXPECT_NE(r.output.find("[peer " + std::to_string(rank) + "] rank " + std::to_string(rank) + " of " + yaml +
+    EXPECT_NE(r.output.find("[peer " + std::to_string(rank) + "] rank " + std::to_string(rank) + "/3 of " + yaml +
                             " epochs 4 rendezvous set"),
               std::string::npos)
         << r.output;

@@ -220,9 +220,10 @@ int report(const std::vector<Child>& children, int failed, bool one_model_expect
 
 // `gossip-launch CONFIG -- CMD ARGS...`: CMD (e.g. a Python peer) starts once per rank and finds
 // its place in the run in the environment.
-std::vector<std::string> command_env(const std::string& config, int rank, const std::string& rendezvous,
+std::vector<std::string> command_env(const std::string& config, int rank, int size, const std::string& rendezvous,
                                      const gossip::Flags& flags) {
-  std::vector<std::string> env{"GOSSIP_CONFIG=" + config, "GOSSIP_RANK=" + std::to_string(rank)};
+  std::vector<std::string> env{"GOSSIP_CONFIG=" + config, "GOSSIP_RANK=" + std::to_string(rank),
+                               "GOSSIP_SIZE=" + std::to_string(size)};
   if (!rendezvous.empty()) env.push_back("GOSSIP_RENDEZVOUS=" + rendezvous);
   if (flags.get_bool("resume")) env.push_back("GOSSIP_RESUME=1");
   for (const char* f : {"epochs", "device"})
@@ -256,7 +257,7 @@ int run(int argc, char** argv) {
   if (flags.get_bool("help") || flags.positional().size() != 1) {
     std::fputs(("usage: gossip-launch CONFIG.yaml [flags] [-- COMMAND ARGS...]\n"
                 "  with a COMMAND, it starts once per rank instead of gossip-peer, with GOSSIP_CONFIG,\n"
-                "  GOSSIP_RANK (and GOSSIP_RENDEZVOUS, GOSSIP_RESUME, GOSSIP_EPOCHS, GOSSIP_DEVICE when\n"
+                "  GOSSIP_RANK, GOSSIP_SIZE (and GOSSIP_RENDEZVOUS, GOSSIP_RESUME, GOSSIP_EPOCHS, GOSSIP_DEVICE when\n"
                 "  they apply) in its environment\n" +
                 flags.usage())
                    .c_str(),
@@ -277,7 +278,7 @@ int run(int argc, char** argv) {
   std::vector<Child> children;
   for (int r = 0; r < n; ++r) {
     if (!command.empty()) {
-      children.push_back(spawn(r, command, command_env(config, r, rendezvous, flags)));
+      children.push_back(spawn(r, command, command_env(config, r, n, rendezvous, flags)));
       continue;
     }
     std::vector<std::string> args{peer_bin, "--config", config, "--rank", std::to_string(r)};

@@ -23,16 +23,57 @@ Node::Node(NodeOptions options) : options_(std::move(options)), cfg_(options_.co
   if (n_ > 1 && cfg_.algorithm.kind == Algorithm::kNone) log("note: ", n_, " peers but algorithm none: each trains alone");
   if (cfg_.algorithm.kind != Algorithm::kNone && n_ > 1) open_transport();
   if (joining) request_join();  // then load the data while the members agree and send the welcome
-  trainer_ = std::make_unique<Trainer>(cfg_, joining ? 0 : rank_, joining ? 1 : n_, nullptr);
-  if (joining && trainer_->model().num_params() != planned_num_params(cfg_))
-    throw Error(cfg_.file, "the data set gives a model of " + std::to_string(trainer_->model().num_params()) +
-                               " parameters, not the " + std::to_string(planned_num_params(cfg_)) +
-                               " announced in the join request");
+  if (options_.external) {
+    if (options_.resume) throw Error("gossip::Peer", "a library peer saves and restores its own model: no resume");
+    external_ = std::make_unique<HostBufferModel>(*options_.external);
+  } else {
+    trainer_ = std::make_unique<Trainer>(cfg_, joining ? 0 : rank_, joining ? 1 : n_, nullptr);
+    if (joining && trainer_->model().num_params() != planned_num_params(cfg_))
+      throw Error(cfg_.file, "the data set gives a model of " + std::to_string(trainer_->model().num_params()) +
+                                 " parameters, not the " + std::to_string(planned_num_params(cfg_)) +
+                                 " announced in the join request");
+  }
   if (transport_) start_membership();
   if (options_.resume) resume();
 }
 
 Node::~Node() = default;
+
+model::Model& Node::model() { return trainer_ ? trainer_->model() : *external_; }
+int64_t Node::total_steps() const { return trainer_ ? trainer_->total_steps() : options_.external_steps; }
+
+TrainResult Node::train() {
+  if (!trainer_) throw Error("gossip::Peer", "a library peer is trained by its caller");
+  return trainer_->run();
+}
+
+bool Node::mix(int64_t step, std::span<float> params) {
+  if (!external_) throw Error("gossip-peer", "mix() is for a library peer");
+  external_->rebind(params);
+  if (!hook_) return true;  // alone: nothing to exchange
+  if (hook_->stop_requested()) return false;
+  hook_->before_step(step, *external_);
+  hook_->after_step(step, *external_);
+  return !hook_->stop_requested();
+}
+
+bool Node::average(std::span<float> params) {
+  if (!external_) throw Error("gossip-peer", "average() is for a library peer");
+  external_->rebind(params);
+  return hook_ && hook_->finish(*external_);
+}
+
+Consensus Node::consensus(std::span<const float> params) {
+  if (params.size() != model().num_params())
+    throw Error("gossip::Peer", "a buffer of " + std::to_string(params.size()) + " floats, but this run's model has " +
+                                    std::to_string(model().num_params()));
+  if (!hook_) return {};
+  return hook_->consensus(params.data());
+}
+
+int Node::rank() const { return view_ ? view_->rank() : rank_; }
+int Node::size() const { return view_ ? view_->size() : 1; }
+uint32_t Node::epoch() const { return view_ ? view_->epoch() : 0; }
 
 // Binds before the data is loaded, so neighbours can queue messages to us while we start.
 void Node::open_transport() {
@@ -72,13 +113,13 @@ void Node::request_join() {
   join_started_ = std::chrono::steady_clock::now();
   const std::string contact_key = options_.join_key_file.empty() ? "" : read_public_key(options_.join_key_file);
   Membership::request_join(*transport_, *options_.join, contact_key, transport_->bound_endpoint(), own_public_key_,
-                           planned_num_params(cfg_));
+                           options_.external ? options_.external->size() : planned_num_params(cfg_));
 }
 
 // The view (the YAML's, or the welcome's for a joiner), membership, the algorithm hook and the
 // control channel.
 void Node::start_membership() {
-  transport_->set_max_total_floats(trainer_->model().num_params() + 16);
+  transport_->set_max_total_floats(model().num_params() + 16);
   View initial;
   for (const auto& p : cfg_.peers.list)
     initial.members.push_back({p.id, p.endpoint, p.id < static_cast<int>(peer_keys_.size()) ? peer_keys_[p.id] : ""});
@@ -95,24 +136,26 @@ void Node::start_membership() {
   const int id = welcome ? welcome->id : rank_;
   view_ = std::make_unique<ViewTransport>(*transport_, initial, id);
   if (welcome) view_->set_view(initial, id);
-  membership_ = std::make_unique<Membership>(*transport_, *view_, cfg_.algorithm.timeout_s, trainer_->model().num_params());
+  membership_ = std::make_unique<Membership>(*transport_, *view_, cfg_.algorithm.timeout_s, model().num_params());
   if (welcome) membership_->note_admitted(welcome->admitted);
-  hook_ = std::make_unique<DecentralizedHook>(cfg_, *view_, trainer_->model().num_params(), membership_.get());
+  hook_ = std::make_unique<DecentralizedHook>(cfg_, *view_, model().num_params(), membership_.get());
   hook_->set_leave_flag(options_.leave_flag);
   if (welcome) take_joiner_place(*welcome, initial);
-  hook_->set_total_steps(trainer_->total_steps());
-  membership_->set_total_steps(trainer_->total_steps());
+  hook_->set_total_steps(total_steps());
+  membership_->set_total_steps(total_steps());
   start_control(id, initial.epoch);
-  trainer_->set_hook(hook_.get());
+  if (trainer_) trainer_->set_hook(hook_.get());
 }
 
 // A joiner: its contact's model, its data shard and its first step.
 void Node::take_joiner_place(const Welcome& welcome, const View& initial) {
   view_->suspend_interrupts(true);
-  hook_->receive_start_model(trainer_->model(), initial.rank_of(welcome.contact_id), welcome.round);
+  hook_->receive_start_model(model(), initial.rank_of(welcome.contact_id), welcome.round);
   view_->suspend_interrupts(false);
-  trainer_->start_at(welcome.round, welcome.total_steps);
-  trainer_->reshard(rank_, view_->size());
+  if (trainer_) {
+    trainer_->start_at(welcome.round, welcome.total_steps);
+    trainer_->reshard(rank_, view_->size());
+  }
   hook_->start_at(welcome.round);
   const auto now = std::chrono::steady_clock::now();
   const double ms = std::chrono::duration<double, std::milli>(now - join_started_).count();
@@ -123,8 +166,8 @@ void Node::take_joiner_place(const Welcome& welcome, const View& initial) {
 }
 
 void Node::start_control(int id, uint32_t epoch) {
-  ControlInfo info{id, rank_, view_->size(), trainer_->total_steps(), algorithm_name(cfg_.algorithm.kind),
-                   cfg_.topology, trainer_->model().num_params()};
+  ControlInfo info{id, rank_, view_->size(), total_steps(), algorithm_name(cfg_.algorithm.kind), cfg_.topology,
+                   model().num_params()};
   control_ = std::make_unique<ControlState>(info, view_.get());
   control_->set_view(id, rank_, view_->size(), epoch);
   hook_->set_control(control_.get());
@@ -178,7 +221,7 @@ std::string Node::final_line(const TrainResult& r) const {
   }
   out << (r.test.per_byte ? " tokens/s " : " samples/s ") << std::setprecision(0) << r.samples_per_s;
   {  // identifies the final model exactly (reproducibility checks, resume tests)
-    const std::vector<float> p = trainer_->model().download_params();
+    const std::vector<float> p = trainer_ ? trainer_->model().download_params() : external_->download_params();
     out << " params_crc " << std::hex << crc32c(p.data(), p.size() * sizeof(float)) << std::dec;
   }
   if (transport_) {

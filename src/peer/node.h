@@ -1,13 +1,15 @@
 // One peer of a run, wired from its config: the composition root. gossip-peer's main only turns
-// flags into NodeOptions; a library user (the Python module to come) builds a Node the same way.
-// The constructor binds, asks to join (when joining), loads the data, takes part in the join and
-// resumes from a checkpoint; train() runs the loop.
+// flags into NodeOptions; the library's gossip::Peer (include/gossip/peer.h, and the Python module
+// over it) builds a Node the same way, with the caller's parameter buffer as the model. The
+// constructor binds, asks to join (when joining), loads the data, takes part in the join and
+// resumes from a checkpoint; train() runs the loop, or the library caller trains and calls mix().
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "membership/membership.h"
 #include "peer/config.h"
 #include "peer/decentralized_hook.h"
+#include "peer/host_buffer_model.h"
 #include "peer/trainer.h"
 #include "transport/zmq/zmq_transport.h"
 
@@ -32,6 +35,11 @@ struct NodeOptions {
   bool resume = false;                // continue from the newest checkpoint every peer has
   const std::atomic<bool>* leave_flag = nullptr;  // set: leave the run gracefully at the next step
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();  // for the join log
+  // A library peer: the model is this buffer of the caller's, trained by the caller (no data, no
+  // trainer) for `external_steps` steps (the run's length: the schedule a joiner is told). A joiner
+  // receives the run's model into it.
+  std::optional<std::span<float>> external;
+  int64_t external_steps = 0;
 };
 
 class Node {
@@ -41,7 +49,18 @@ class Node {
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
-  TrainResult train() { return trainer_->run(); }
+  TrainResult train();
+  // A library peer, after its caller's step `step` on the buffer (rebound to `params`, the same
+  // size): the algorithm's exchange for that step. False once this peer has left the run.
+  bool mix(int64_t step, std::span<float> params);
+  // A library peer at the end: the exact average of every peer's buffer into `params` (false when
+  // it left the run or has no others).
+  bool average(std::span<float> params);
+  // Collective (every peer at the same point): Ξ of the buffers.
+  Consensus consensus(std::span<const float> params);
+  int rank() const;
+  int size() const;
+  uint32_t epoch() const;
   // "final: peer R test_acc ... params_crc ... sent_MB ...": the line gossip-launch reads.
   std::string final_line(const TrainResult& r) const;
   // Whether this peer takes part in a run with others (false: it trains alone).
@@ -54,6 +73,8 @@ class Node {
   void take_joiner_place(const Welcome& welcome, const View& initial);
   void start_control(int id, uint32_t epoch);
   void resume();
+  model::Model& model();
+  int64_t total_steps() const;
 
   NodeOptions options_;
   const RunConfig& cfg_;
@@ -69,6 +90,7 @@ class Node {
   // status replies read on the comm thread) goes after the transport too.
   std::unique_ptr<ControlState> control_;
   std::unique_ptr<Trainer> trainer_;
+  std::unique_ptr<HostBufferModel> external_;  // a library peer's model instead of the trainer's
   std::unique_ptr<ViewTransport> view_;
   std::unique_ptr<ZmqTransport> transport_;
   std::unique_ptr<Membership> membership_;

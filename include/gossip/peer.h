@@ -1,0 +1,85 @@
+// gossip as a library: one peer of a decentralized run whose model is the caller's own float
+// buffer. The caller trains the model; after each local step it calls mix(), which runs the
+// run's algorithm from the YAML (gossip with its topology, push-sum with its weight and
+// de-biasing kept inside, the exact global average on the Gossip-PGA / local-SGD schedule,
+// all-reduce). Membership (joins, leaves, crashes), CurveZMQ security and the control channel
+// (gossip-consensus) work as for gossip-peer, which runs on the same code.
+//
+//   gossip::PeerOptions o = gossip::PeerOptions::from_environment();  // set by gossip-launch -- CMD
+//   gossip::Peer peer(o, params);                  // params: std::span<float>, the whole model
+//   for (int64_t step = 0; step < steps; ++step) { train_one_step(params); peer.mix(step, params); }
+//   peer.average(params);                          // every peer ends with the exact average
+//   peer.close();
+//
+// Errors are gossip::Error (a std::runtime_error) naming the file, field or peer at fault.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+namespace gossip {
+
+namespace peer {
+class Node;
+}
+
+struct PeerOptions {
+  std::string config;                 // the run's YAML
+  int rank = -1;                      // this peer's rank in the YAML (unused when joining)
+  std::optional<std::string> join;    // instead: join the running run through this member's endpoint
+  std::string bind = "tcp://127.0.0.1:0";  // a joiner's own endpoint
+  std::string key_file, join_key_file;     // a joiner under CurveZMQ: its key pair, the contact's key
+  std::string rendezvous_dir;         // where peers bound to port 0 publish their endpoints
+  int64_t steps = 0;                  // the run's length in steps (0: the YAML's optimizer steps)
+
+  // GOSSIP_CONFIG, GOSSIP_RANK and GOSSIP_RENDEZVOUS, as gossip-launch CONFIG -- CMD sets them.
+  static PeerOptions from_environment();
+};
+
+struct ConsensusDistance {
+  double distance = 0;    // Ξ = (1/n)·Σ‖x_i − x̄‖²
+  double mean_norm2 = 0;  // ‖x̄‖²
+};
+
+// The checksum gossip-peer's final line prints as params_crc (CRC-32C of the floats' bytes):
+// gossip-launch reads it to tell whether the run ended with one model.
+uint32_t params_crc(std::span<const float> params);
+
+class Peer {
+ public:
+  // Binds, meets the other peers (a joiner: is admitted and receives the run's model into
+  // `params`). `params` must stay valid until the peer is destroyed or mix() rebinds it.
+  Peer(const PeerOptions& options, std::span<float> params);
+  ~Peer();
+  Peer(const Peer&) = delete;
+  Peer& operator=(const Peer&) = delete;
+
+  // The exchange for step `step` on `params` (the same size as at construction), in place.
+  // False once this peer has left the run (leave()); then the caller stops.
+  bool mix(int64_t step, std::span<float> params);
+  // Every peer at the end: `params` becomes the exact average of all peers' buffers (push-sum:
+  // after draining its weights). False when this peer left or trains alone.
+  bool average(std::span<float> params);
+  // Collective: every peer calls it at the same point.
+  ConsensusDistance consensus(std::span<const float> params);
+  // Graceful leave: announced at the next mix(), which then returns false.
+  void leave();
+  // Closes the sockets (after average(): the others no longer expect this peer). Any later call
+  // but num_params() is an error.
+  void close();
+
+  int rank() const;
+  int size() const;             // peers in the current view
+  uint32_t epoch() const;       // membership epoch: changes with every join, leave or crash
+  size_t num_params() const;
+
+ private:
+  peer::Node& node() const;
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace gossip
