@@ -1,7 +1,9 @@
 """Your own PyTorch model, trained by gossip peers: a CNN on Fashion-MNIST, one process per peer.
     PYTHONPATH=build/python build/bin/gossip-launch configs/torch-cnn4.yaml -- python3 examples/torch_cnn.py
 Each peer trains on its iid shard; after every optimiser step gossip mixes the model with the
-YAML's algorithm (here one-peer exponential gossip + a global average every 6 steps)."""
+YAML's algorithm (here one-peer exponential gossip + a global average every 6 steps). With
+GLOO_ALLREDUCE=1 the same processes average through torch.distributed (gloo) all-reduce instead:
+the baseline of bench/python_cnn.sh."""
 import gzip
 import os
 
@@ -33,7 +35,15 @@ flat = gossip.flatten_parameters(model)  # before the optimiser: it then updates
 opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9, weight_decay=5e-4)
 steps = int(EPOCHS * (len(shard) // BATCH))
 sched = torch.optim.lr_scheduler.OneCycleLR(opt, LR, total_steps=steps, pct_start=0.02, anneal_strategy="cos")
-peer = gossip.Peer(flat, steps=steps)
+gloo = os.environ.get("GLOO_ALLREDUCE") == "1"
+if gloo:
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ.get('GLOO_PORT', '29517')}",
+                            rank=rank, world_size=size)
+    mix = lambda step, t: dist.all_reduce(t.div_(size))  # noqa: E731 (sum of the size-ths: the mean)
+else:
+    peer = gossip.Peer(flat, steps=steps)
+    mix = peer.mix
 for step in range(steps):
     epoch_step = step % (len(shard) // BATCH)
     if epoch_step == 0:
@@ -43,9 +53,10 @@ for step in range(steps):
     F.cross_entropy(model(x[i]), y[i]).backward()
     opt.step()
     sched.step()
-    peer.mix(step, flat)
-peer.average(flat)
-peer.close()  # the evaluation below is this peer's alone
+    mix(step, flat)
+if not gloo:  # (all-reduce: the models are one already)
+    peer.average(flat)
+    peer.close()  # the evaluation below is this peer's alone
 with torch.no_grad():
     acc = sum((model(tx[j:j + 1000]).argmax(1) == ty[j:j + 1000]).sum().item() for j in range(0, len(tx), 1000)) / len(tx)
 print(f"final: peer {rank} averaged_model_test_acc {acc:.4f} params_crc {gossip.params_crc(flat):x}", flush=True)

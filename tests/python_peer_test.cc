@@ -3,9 +3,15 @@
 // pybind11-dev / python3-dev, or a sanitizer build, which cannot load into python3).
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,13 +76,78 @@ TEST(PythonPeer, FourPeersMixATorchModel) {
                              180);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("4 of 4 peers succeeded, 1 distinct final model"), std::string::npos) << r.output;
-  const std::regex line(R"(\[peer (\d)\] consensus (\S+) module_crc (\w+)[\s\S]*?\[peer \1\] final: peer \d params_crc (\w+))");
-  int peers = 0;
-  for (std::sregex_iterator it(r.output.begin(), r.output.end(), line), end; it != end; ++it, ++peers) {
+  // Each peer's two lines (the peers' lines interleave): Ξ and the crc read through the module,
+  // then the crc of the flat tensor.
+  std::map<std::string, std::string> module_crc, flat_crc;
+  const std::regex module_line(R"(\[peer (\d)\] consensus (\S+) module_crc (\w+))");
+  for (std::sregex_iterator it(r.output.begin(), r.output.end(), module_line), end; it != end; ++it) {
     EXPECT_GT(std::stod((*it)[2]), 0.0) << "the peers trained on different data: their models must differ";
-    EXPECT_EQ((*it)[3], (*it)[4]) << "the module's parameters are not the mixed tensor";
+    module_crc[(*it)[1]] = (*it)[3];
   }
-  EXPECT_EQ(peers, 4) << r.output;
+  const std::regex flat_line(R"(\[peer (\d)\] final: peer \d params_crc (\w+))");
+  for (std::sregex_iterator it(r.output.begin(), r.output.end(), flat_line), end; it != end; ++it)
+    flat_crc[(*it)[1]] = (*it)[2];
+  EXPECT_EQ(module_crc.size(), 4u) << r.output;
+  EXPECT_EQ(module_crc, flat_crc) << "the module's parameters are not the mixed tensor\n" << r.output;
+}
+
+// A Python peer joins a running run of 2 C++ peers (an MLP 32-256-256-2: 74,754 parameters,
+// slowed so that the run is still going when the joiner is up): it receives the run's model into its buffer, mixes until the end, and the 3 end
+// with one model; a buffer of another size is refused by the members.
+TEST(PythonPeer, JoinsARunningCppRun) {
+  SKIP_WITHOUT_MODULE();
+  testing::TempDir dir;
+  const int steps = 600;
+  const std::string yaml = dir.write(
+      "run.yaml", "seed: 3\ndevice: cpu\nthreads: 1\nlog_every: 50\npeers: {count: 2, host: 127.0.0.1, base_port: 0}\n"
+                  "topology: ring\nalgorithm: {kind: gossip, dead_after_s: 2}\nmodel: {hidden: [256, 256]}\n"
+                  "data: {dataset: synthetic, synthetic: {train: 4000, test: 200, dims: 32, classes: 2}}\n"
+                  "optimizer: {lr: 0.05, batch: 64, steps: " + std::to_string(steps) + "}\n");
+  testing::BackgroundRun run(yaml, dir.path() + "/run.log", "--slowdown 50");
+  const std::string contact = run.peer0_endpoint();
+  ASSERT_FALSE(contact.empty()) << run.log();
+  testing::wait_for_text(dir.path() + "/run.log", "step 50/", 60);
+  const std::string script = std::string(GOSSIP_SOURCE_DIR) + "/tests/python/join.py";
+  const auto wrong = run_command(with_module(kPython + " " + script + " " + yaml + " " + contact + " 74755 " +
+                                             std::to_string(steps)), 60);
+  EXPECT_NE(wrong.exit_code, 0) << wrong.output;
+  EXPECT_NE(wrong.output.find("RuntimeError"), std::string::npos) << wrong.output;
+  const auto joined = run_command(with_module(kPython + " " + script + " " + yaml + " " + contact + " 74754 " +
+                                              std::to_string(steps)), 120);
+  const std::string out = testing::wait_for_text(dir.path() + "/run.log", "peers succeeded", 120);
+  ASSERT_EQ(joined.exit_code, 0) << joined.output << out;
+  const std::vector<double> norm = testing::capture_all(joined.output, R"(received norm ([0-9.e+-]+))");
+  ASSERT_EQ(norm.size(), 1u) << joined.output;
+  EXPECT_GT(norm[0], 0.1) << "the joiner did not receive the run's model";
+  EXPECT_NE(out.find("2 of 2 peers succeeded, 1 distinct final model"), std::string::npos) << out;
+  const std::regex crc(R"(params_crc ([0-9a-f]+))");
+  std::set<std::string> crcs;
+  const std::string all = out + joined.output;
+  for (auto it = std::sregex_iterator(all.begin(), all.end(), crc); it != std::sregex_iterator(); ++it) crcs.insert((*it)[1]);
+  EXPECT_EQ(crcs.size(), 1u) << "the C++ peers and the Python joiner hold one model\n" << all;
+}
+
+// kill -9 of one of 4 Python peers: the other 3 notice, agree on a new view and end with one model.
+TEST(PythonPeer, SurvivesAPeerKilledWithSigkill) {
+  SKIP_WITHOUT_MODULE();
+  testing::TempDir dir;
+  const std::string yaml = dir.write("ring.yaml",
+                                     "peers: {count: 4, host: 127.0.0.1, base_port: 0}\ntopology: ring\n"
+                                     "algorithm: {kind: gossip, heartbeat_s: 0.2, dead_after_s: 1}\n");
+  const std::string log = dir.path() + "/run.log";
+  ASSERT_EQ(std::system(with_module("STEPS=150 " + testing::bin("gossip-launch") + " " + yaml + " -- " + kPython + " " +
+                                    GOSSIP_SOURCE_DIR + "/tests/python/crash.py > " + log + " 2>&1 &")
+                            .c_str()),
+            0);
+  const std::string started = testing::wait_for_text(log, "rank 2 pid", 60);
+  std::smatch pid;
+  ASSERT_TRUE(std::regex_search(started, pid, std::regex(R"(rank 2 pid (\d+))"))) << started;
+  ::usleep(1000000);  // a second into the run
+  ASSERT_EQ(::kill(std::stoi(pid[1]), SIGKILL), 0);
+  const std::string out = testing::wait_for_text(log, "peers succeeded", 120);
+  EXPECT_NE(out.find("peer 2 failed (signal 9)"), std::string::npos) << out;
+  EXPECT_NE(out.find("3 of 4 peers succeeded, 1 distinct final model"), std::string::npos) << out;
+  EXPECT_EQ(testing::capture_all(out, R"(final: peer \d members (\d))"), (std::vector<double>{3, 3, 3})) << out;
 }
 
 // Wrong buffers are Python exceptions naming the problem; the run's errors keep gossip's message.

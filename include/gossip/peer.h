@@ -74,6 +74,7 @@ class Peer {
   int rank() const;
   int size() const;             // peers in the current view
   uint32_t epoch() const;       // membership epoch: changes with every join, leave or crash
+  int64_t start_step() const;   // the first step to train: 0, or a joiner's step in the run
   size_t num_params() const;
 
  private:

@@ -83,6 +83,7 @@ void Peer::close() { state_->node.reset(); }
 int Peer::rank() const { return node().rank(); }
 int Peer::size() const { return node().size(); }
 uint32_t Peer::epoch() const { return node().epoch(); }
+int64_t Peer::start_step() const { return node().start_step(); }
 size_t Peer::num_params() const { return state_->floats; }
 
 }  // namespace gossip

@@ -39,6 +39,9 @@ class Model {
   virtual BatchStats evaluate(const Batch& batch) = 0;  // forward only
   // Exchanges the parameter buffer with `other` (same backend, num_params() floats) in O(1).
   virtual void swap_params(kernels::DeviceArray<float>& other) = 0;
+  // Takes `other`'s values as the parameters and leaves `other` holding anything (scratch for the
+  // next mix). The default swaps in O(1); a model over a caller's buffer copies.
+  virtual void adopt_params(kernels::DeviceArray<float>& other) { swap_params(other); }
   virtual std::vector<float> download_params() const = 0;
   virtual void upload_params(const std::vector<float>& host) = 0;
   virtual kernels::Backend& backend() = 0;

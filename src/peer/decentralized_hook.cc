@@ -87,10 +87,10 @@ void DecentralizedHook::mix(int64_t step, model::Model& model) {
     global_average(x);
   } else if (gossip_) {
     if (model.backend().is_host()) {
-      // Mix into the spare buffer, then let the model adopt it: no copy of the parameters.
+      // Mix into the spare buffer, then let the model adopt it (no copy, but for a caller's buffer).
       if (spare_.size() != floats_) spare_ = kernels::DeviceArray<float>(model.backend(), floats_);
       gossip_->step(static_cast<uint64_t>(step), x, spare_.get());
-      model.swap_params(spare_);
+      model.adopt_params(spare_);
     } else {
       host_out_.resize(floats_);
       gossip_->step(static_cast<uint64_t>(step), x, host_out_.data());

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
@@ -37,6 +38,11 @@ class HostBufferModel final : public model::Model {
   void swap_params(kernels::DeviceArray<float>& other) override {
     if (other.size() != buffer_.size()) refuse("swap with a buffer of another size");
     std::swap_ranges(buffer_.begin(), buffer_.end(), other.get());
+  }
+  // Mixing: one copy into the caller's buffer (what the exchange round costs a library peer more).
+  void adopt_params(kernels::DeviceArray<float>& other) override {
+    if (other.size() != buffer_.size()) refuse("adopt a buffer of another size");
+    std::memcpy(buffer_.data(), other.get(), buffer_.size_bytes());
   }
   std::vector<float> download_params() const override { return {buffer_.begin(), buffer_.end()}; }
   void upload_params(const std::vector<float>& host) override {

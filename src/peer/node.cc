@@ -54,6 +54,10 @@ bool Node::mix(int64_t step, std::span<float> params) {
   if (hook_->stop_requested()) return false;
   hook_->before_step(step, *external_);
   hook_->after_step(step, *external_);
+  // Where gossip-peer prints a progress line, its peers measure Ξ together (a collective): a
+  // library peer takes part at the same steps, so C++ and Python peers can share a run.
+  if (!hook_->stop_requested() && ((step + 1) % cfg_.log_every == 0 || step + 1 == total_steps()))
+    log("step ", step + 1, "/", total_steps(), hook_->log_extra(step, *external_));
   return !hook_->stop_requested();
 }
 
@@ -155,8 +159,11 @@ void Node::take_joiner_place(const Welcome& welcome, const View& initial) {
   if (trainer_) {
     trainer_->start_at(welcome.round, welcome.total_steps);
     trainer_->reshard(rank_, view_->size());
+  } else {
+    options_.external_steps = welcome.total_steps;  // the run's length, not the joiner's guess
   }
   hook_->start_at(welcome.round);
+  start_step_ = welcome.round;
   const auto now = std::chrono::steady_clock::now();
   const double ms = std::chrono::duration<double, std::milli>(now - join_started_).count();
   const double since_start = std::chrono::duration<double, std::milli>(now - options_.started).count();

@@ -61,6 +61,8 @@ class Node {
   int rank() const;
   int size() const;
   uint32_t epoch() const;
+  // The first step this peer trains: 0, or for a joiner the round its welcome named.
+  int64_t start_step() const { return start_step_; }
   // "final: peer R test_acc ... params_crc ... sent_MB ...": the line gossip-launch reads.
   std::string final_line(const TrainResult& r) const;
   // Whether this peer takes part in a run with others (false: it trains alone).
@@ -83,6 +85,7 @@ class Node {
   std::vector<std::string> peer_keys_;  // CurveZMQ public keys of the YAML's peers, by rank
   std::string own_public_key_;
   std::chrono::steady_clock::time_point join_started_{};
+  int64_t start_step_ = 0;
   // Destroyed in reverse order: metrics and the hook first; then the transport, whose comm
   // thread may still be sending zero-copy from the model's buffers (on an error path), so the
   // trainer owning those buffers goes after it; the control state, which the comm thread calls,

@@ -64,6 +64,7 @@ class Peer:
     rank = property(lambda self: self._peer.rank)
     size = property(lambda self: self._peer.size)
     epoch = property(lambda self: self._peer.epoch)
+    start_step = property(lambda self: self._peer.start_step)  # a joiner's first step in the run
     num_params = property(lambda self: self._peer.num_params)
 
 

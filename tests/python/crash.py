@@ -1,0 +1,21 @@
+"""A Python peer for tests/python_peer_test.cc's crash test: mixes STEPS rounds of a buffer (a
+short sleep per round stands in for training), then averages; prints its view size at the end.
+One of the peers is killed with SIGKILL meanwhile: the others must carry on and end as one."""
+import os
+import time
+
+import numpy as np
+
+import gossip
+
+rank = int(os.environ["GOSSIP_RANK"])
+steps = int(os.environ.get("STEPS", "150"))
+x = np.arange(1, 1001, dtype=np.float32) * (1 + rank / 10)
+peer = gossip.Peer(x, steps=steps)
+print(f"rank {rank} pid {os.getpid()} started", flush=True)
+for step in range(steps):
+    time.sleep(0.02)
+    peer.mix(step, x)
+peer.average(x)
+print(f"final: peer {rank} members {peer.size} params_crc {gossip.params_crc(x):x}", flush=True)
+peer.close()
