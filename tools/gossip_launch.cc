@@ -7,7 +7,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -17,6 +16,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/endpoint.h"
@@ -226,12 +226,8 @@ std::vector<std::string> command_env(const std::string& config, int rank, int si
                                "GOSSIP_SIZE=" + std::to_string(size)};
   if (!rendezvous.empty()) env.push_back("GOSSIP_RENDEZVOUS=" + rendezvous);
   if (flags.get_bool("resume")) env.push_back("GOSSIP_RESUME=1");
-  for (const char* f : {"epochs", "device"})
-    if (flags.has(f)) {
-      std::string name = std::string("GOSSIP_") + f;
-      for (char& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-      env.push_back(name + "=" + flags.get_string(f));
-    }
+  for (const auto& [flag, name] : {std::pair{"epochs", "GOSSIP_EPOCHS"}, std::pair{"device", "GOSSIP_DEVICE"}})
+    if (flags.has(flag)) env.push_back(std::string(name) + "=" + flags.get_string(flag));
   return env;
 }
 

@@ -22,10 +22,14 @@ class HostBufferModel final : public model::Model {
 
   // The caller's buffer for the next exchange (the same size: a model does not change shape).
   void rebind(std::span<float> buffer) {
-    if (buffer.size() != buffer_.size())
-      throw Error("gossip::Peer", "a buffer of " + std::to_string(buffer.size()) + " floats, but this run's model has " +
-                                      std::to_string(buffer_.size()));
+    check_size(buffer.size());
     buffer_ = buffer;
+  }
+  // A buffer of the caller's of `floats` values must be this model's size.
+  void check_size(size_t floats) const {
+    if (floats != buffer_.size())
+      throw Error("gossip::Peer", "a buffer of " + std::to_string(floats) + " floats, but this run's model has " +
+                                      std::to_string(buffer_.size()));
   }
 
   size_t num_params() const override { return buffer_.size(); }

@@ -68,9 +68,8 @@ bool Node::average(std::span<float> params) {
 }
 
 Consensus Node::consensus(std::span<const float> params) {
-  if (params.size() != model().num_params())
-    throw Error("gossip::Peer", "a buffer of " + std::to_string(params.size()) + " floats, but this run's model has " +
-                                    std::to_string(model().num_params()));
+  if (!external_) throw Error("gossip-peer", "consensus() is for a library peer");
+  external_->check_size(params.size());
   if (!hook_) return {};
   return hook_->consensus(params.data());
 }
