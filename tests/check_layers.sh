@@ -16,7 +16,7 @@ declare -A below=(
   [algorithms]="common wire transport kernels topology"
   [control]="common wire transport topology"
   [peer]="common kernels model topology wire transport membership algorithms control"
-  [api]="gossip common wire peer"
+  [api]="gossip common kernels wire peer"
   [python]="gossip common"
 )
 bad=0 files=0

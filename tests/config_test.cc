@@ -80,6 +80,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"algorithm: local_sgd\n", "global_average_every"},
         BadCase{"model: {hidden: [10, -3]}\n", "model.hidden"},
         BadCase{"device: tpu\n", "field 'device'"},
+        BadCase{"device_index: -2\n", "device_index"},
         BadCase{"seed: [1, 2\n", "malformed YAML"},
         BadCase{"peers: {count: 3}\ntopology: {kind: edge_list, edges: [[0, 1]]}\n", "disconnected"},
         BadCase{"peers: {count: 3}\ntopology: {kind: edge_list, edges: [[0, 1], [1, 7]]}\n", "outside"},

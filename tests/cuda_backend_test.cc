@@ -1,6 +1,9 @@
 // CUDA backend checked against the CPU reference; skipped when no device answers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -12,7 +15,8 @@ namespace {
 class CudaVsCpu : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device answers";
+    std::string why;
+    if (!cuda_device_available(&why)) GTEST_SKIP() << why;
     gpu_ = make_backend("cuda");
     cpu_ = make_backend("cpu");
   }
@@ -153,6 +157,108 @@ TEST_F(CudaVsCpu, LargeUploadDownloadRoundTrip) {
   on_gpu(big);
   auto back = fetch(last(), big.size());
   EXPECT_EQ(back, big);
+}
+
+// The cases the first kernels' tests left out: fill, bias without ReLU, NaN inputs (which must
+// stay visible as on the CPU, not be clamped away), softmax over more classes than a warp and
+// without a gradient buffer, SGD without Nesterov, and arithmetic on arrays larger than the grid.
+TEST_F(CudaVsCpu, FillAndBiasWithoutRelu) {
+  on_gpu(std::vector<float>(1000, 0));
+  gpu_->fill(last(), 2.5f, 1000);
+  EXPECT_EQ(fetch(last(), 1000), std::vector<float>(1000, 2.5f));
+  const int rows = 9, cols = 70;
+  auto y = random(rows * cols, 20), bias = random(cols, 21);
+  on_gpu(y);
+  float* dy = last();
+  on_gpu(bias);
+  gpu_->bias_act_forward(dy, last(), rows, cols, false);
+  cpu_->bias_act_forward(y.data(), bias.data(), rows, cols, false);
+  const auto got = fetch(dy, y.size());
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_FLOAT_EQ(got[i], y[i]) << i;
+  EXPECT_LT(*std::min_element(got.begin(), got.end()), 0.0f) << "no ReLU: negative values stay";
+}
+
+TEST_F(CudaVsCpu, NanInputsStayVisibleAsOnTheCpu) {
+  const int rows = 4, cols = 8;
+  auto y = random(rows * cols, 22), bias = random(cols, 23), g = random(rows * cols, 24);
+  y[3] = std::nanf("");
+  y[17] = -std::numeric_limits<float>::infinity();
+  on_gpu(y);
+  float* dy = last();
+  on_gpu(bias);
+  gpu_->bias_act_forward(dy, last(), rows, cols, true);
+  cpu_->bias_act_forward(y.data(), bias.data(), rows, cols, true);
+  const auto got = fetch(dy, y.size());
+  ASSERT_TRUE(std::isnan(y[3])) << "the CPU reference keeps a NaN through ReLU";
+  for (size_t i = 0; i < y.size(); ++i) {
+    ASSERT_EQ(std::isnan(got[i]), std::isnan(y[i])) << i;
+    if (!std::isnan(y[i])) {
+      ASSERT_FLOAT_EQ(got[i], y[i]) << i;
+    }
+  }
+  on_gpu(g);
+  float* dg = last();
+  gpu_->relu_backward(dg, dy, g.size());
+  cpu_->relu_backward(g.data(), y.data(), g.size());
+  EXPECT_EQ(g[3], 0.0f) << "no gradient where y is NaN";
+  EXPECT_EQ(fetch(dg, g.size()), g);
+}
+
+TEST_F(CudaVsCpu, SoftmaxOverManyClassesAndWithoutGradient) {
+  const int rows = 7, cols = 300;  // more classes than one warp's lanes
+  auto z = random(rows * cols, 25);
+  std::vector<int32_t> labels(rows);
+  for (int i = 0; i < rows; ++i) labels[i] = (i * 37) % cols;
+  on_gpu(z);
+  float* dz = last();
+  DeviceArray<int32_t> dl(*gpu_, rows);
+  gpu_->upload(dl.get(), labels.data(), rows * 4);
+  on_gpu(std::vector<float>(rows * cols));
+  float* dd = last();
+  std::vector<float> dref(rows * cols);
+  const LossResult g = gpu_->softmax_xent(dz, dl.get(), rows, cols, dd, 1.0f);
+  const LossResult c = cpu_->softmax_xent(z.data(), labels.data(), rows, cols, dref.data(), 1.0f);
+  EXPECT_NEAR(g.loss_sum, c.loss_sum, 1e-4 * c.loss_sum);
+  EXPECT_EQ(g.correct, c.correct);
+  const auto dgot = fetch(dd, dref.size());
+  for (size_t i = 0; i < dref.size(); ++i) ASSERT_NEAR(dgot[i], dref[i], 1e-6) << i;
+  const LossResult no_grad = gpu_->softmax_xent(dz, dl.get(), rows, cols, nullptr, 1.0f);
+  EXPECT_NEAR(no_grad.loss_sum, c.loss_sum, 1e-4 * c.loss_sum);
+  EXPECT_EQ(no_grad.correct, c.correct);
+}
+
+TEST_F(CudaVsCpu, SgdWithoutNesterov) {
+  auto w = random(3000, 26), grad = random(3000, 27), v = random(3000, 28);
+  on_gpu(w);
+  float* dw = last();
+  on_gpu(grad);
+  float* dg = last();
+  on_gpu(v);
+  float* dv = last();
+  gpu_->sgd_update(dw, dg, dv, 3000, 0.05f, 0.9f, 5e-4f, false);
+  cpu_->sgd_update(w.data(), grad.data(), v.data(), 3000, 0.05f, 0.9f, 5e-4f, false);
+  const auto wgot = fetch(dw, 3000), vgot = fetch(dv, 3000);
+  for (int i = 0; i < 3000; ++i) {
+    ASSERT_NEAR(wgot[i], w[i], 1e-6) << i;
+    ASSERT_NEAR(vgot[i], v[i], 1e-6) << i;
+  }
+}
+
+TEST_F(CudaVsCpu, ArithmeticOnLargeArrays) {
+  const size_t n = (size_t{1} << 25) + 3;  // 33.5 M floats: more elements than one grid pass covers
+  auto x = random(n, 29), y = random(n, 30);
+  on_gpu(x);
+  float* dx = last();
+  on_gpu(y);
+  float* dy = last();
+  gpu_->axpy(n, 0.5f, dx, dy);
+  gpu_->scale(n, -2.0f, dy);
+  cpu_->axpy(n, 0.5f, x.data(), y.data());
+  cpu_->scale(n, -2.0f, y.data());
+  const auto got = fetch(dy, n);
+  for (size_t i = 0; i < n; i += 997) ASSERT_NEAR(got[i], y[i], 1e-5) << i;
+  ASSERT_NEAR(got[n - 1], y[n - 1], 1e-5);
+  EXPECT_NEAR(gpu_->norm2(dy, n), cpu_->norm2(y.data(), n), 1e-5 * cpu_->norm2(y.data(), n));
 }
 
 }  // namespace

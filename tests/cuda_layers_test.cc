@@ -59,7 +59,8 @@ class CudaLayersVsCpu : public ::testing::TestWithParam<std::string> {
       g_ = emulated_.get();
       return;
     }
-    if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device answers";
+    std::string why;
+    if (!cuda_device_available(&why)) GTEST_SKIP() << why;
     gpu_ = make_backend("cuda");
     g_ = gpu_->layers();
     ASSERT_NE(g_, nullptr);

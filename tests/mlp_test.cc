@@ -135,7 +135,8 @@ TEST(Mlp, RejectsBadShapesAndOversizedBatch) {
 
 // Same training on CUDA and CPU stays within tolerance; skipped without a device.
 TEST(Mlp, CudaTrainingMatchesCpu) {
-  if (!kernels::cuda_device_available()) GTEST_SKIP() << "no CUDA device answers";
+  std::string why;
+  if (!kernels::cuda_device_available(&why)) GTEST_SKIP() << why;
   auto run = [](const std::string& device) {
     auto be = kernels::make_backend(device);
     Mlp m(*be, {20, 32, 32, 5}, 32);

@@ -188,7 +188,8 @@ TEST(Network, TrainingIsDeterministicGivenSeed) {
 // Ten optimiser steps of each preset on the CUDA backend land where the CPU reference does, and
 // twice on CUDA give identical weights (no atomics in the kernels). Skipped without a device.
 TEST(Network, CudaTrainingMatchesCpuAndIsDeterministic) {
-  if (!kernels::cuda_device_available()) GTEST_SKIP() << "no CUDA device answers";
+  std::string why;
+  if (!kernels::cuda_device_available(&why)) GTEST_SKIP() << why;
   ModelConfig lenet, resnet, gpt = gpt_config(2, 2, 16, 8);
   lenet.kind = resnet.kind = ModelKind::kCnn;
   resnet.net = CnnNet::kResNet;

@@ -127,6 +127,35 @@ TEST(PythonPeer, JoinsARunningCppRun) {
   EXPECT_EQ(crcs.size(), 1u) << "the C++ peers and the Python joiner hold one model\n" << all;
 }
 
+// A C++ peer (gossip-peer --join, an MLP 32-32-2 on synthetic data: 1,122 parameters) joins a
+// running run of 2 Python peers mixing buffers of that size: it is admitted, trains its model in
+// the run to the end, and the 3 end with one model.
+TEST(PythonPeer, CppPeerJoinsAPythonRun) {
+  SKIP_WITHOUT_MODULE();
+  testing::TempDir dir;
+  const std::string yaml = dir.write(
+      "run.yaml", "seed: 3\ndevice: cpu\nthreads: 1\npeers: {count: 2, host: 127.0.0.1, base_port: 0}\ntopology: ring\n"
+                  "algorithm: {kind: gossip, dead_after_s: 2}\nmodel: {hidden: [32]}\n"
+                  "data: {dataset: synthetic, synthetic: {train: 4000, test: 200, dims: 32, classes: 2}}\n"
+                  "optimizer: {lr: 0.05, batch: 32, steps: 300}\n");
+  testing::BackgroundRun run(yaml, dir.path() + "/run.log",
+                             "-- env PYTHONPATH=" + kPythonPath + " STEPS=300 FLOATS=1122 " + kPython + " " +
+                                 GOSSIP_SOURCE_DIR + "/tests/python/crash.py");
+  const std::string contact = run.peer0_endpoint();
+  ASSERT_FALSE(contact.empty()) << run.log();
+  testing::wait_for_text(dir.path() + "/run.log", "rank 1 pid", 60);
+  const auto joiner = run_command(testing::bin("gossip-peer") + " --config " + yaml + " --join " + contact, 120);
+  const std::string log = testing::wait_for_text(dir.path() + "/run.log", "peers succeeded", 60);
+  ASSERT_EQ(joiner.exit_code, 0) << joiner.output << log;
+  EXPECT_NE(joiner.output.find("joined as peer 2 (rank 2 of 3"), std::string::npos) << joiner.output;
+  EXPECT_NE(log.find("2 of 2 peers succeeded, 1 distinct final model"), std::string::npos) << log;
+  EXPECT_EQ(testing::capture_all(log, R"(final: peer \d members (\d))"), (std::vector<double>{3, 3})) << log;
+  std::smatch cpp_crc, py_crc;
+  ASSERT_TRUE(std::regex_search(joiner.output, cpp_crc, std::regex(R"(final: peer \d .*params_crc (\w+))"))) << joiner.output;
+  ASSERT_TRUE(std::regex_search(log, py_crc, std::regex(R"(final: peer \d members 3 params_crc (\w+))"))) << log;
+  EXPECT_EQ(cpp_crc[1], py_crc[1]) << "the C++ joiner and the Python peers hold one model\n" << joiner.output << log;
+}
+
 // kill -9 of one of 4 Python peers: the other 3 notice, agree on a new view and end with one model.
 TEST(PythonPeer, SurvivesAPeerKilledWithSigkill) {
   SKIP_WITHOUT_MODULE();
@@ -148,6 +177,70 @@ TEST(PythonPeer, SurvivesAPeerKilledWithSigkill) {
   EXPECT_NE(out.find("peer 2 failed (signal 9)"), std::string::npos) << out;
   EXPECT_NE(out.find("3 of 4 peers succeeded, 1 distinct final model"), std::string::npos) << out;
   EXPECT_EQ(testing::capture_all(out, R"(final: peer \d members (\d))"), (std::vector<double>{3, 3, 3})) << out;
+}
+
+// gossip-consensus against 4 Python peers training a torch model: the tool's Ξ at the rounds it
+// sampled equals the one the peers measured themselves (peer.consensus) after the same rounds.
+TEST(PythonPeer, ConsensusToolAgreesWithThePeers) {
+  SKIP_WITHOUT_MODULE();
+  if (!torch_available()) GTEST_SKIP() << "no python3-torch";
+  testing::TempDir dir;
+  const std::string yaml = dir.write("ring.yaml", "peers: {count: 4, host: 127.0.0.1, base_port: 0}\ntopology: ring\n"
+                                                  "algorithm: {kind: gossip}\n");
+  testing::BackgroundRun run(yaml, dir.path() + "/run.log",
+                             "-- env PYTHONPATH=" + kPythonPath + " STEPS=300 " + kPython + " " + GOSSIP_SOURCE_DIR +
+                                 "/tests/python/consensus.py");
+  const std::string contact = run.peer0_endpoint();
+  ASSERT_FALSE(contact.empty()) << run.log();
+  const auto tool = run_command(testing::bin("gossip-consensus") + " --peer " + contact +
+                                    " --format json --samples 3 --stride 5 --ahead 20", 60);
+  ASSERT_EQ(tool.exit_code, 0) << tool.output << run.log();
+  const std::string log = testing::wait_for_text(dir.path() + "/run.log", "peers succeeded", 60);
+  EXPECT_NE(log.find("4 of 4 peers succeeded, 1 distinct final model"), std::string::npos) << log;
+  const std::regex sample(R"(\{"round": (\d+), "n": 4, "xi": ([-+0-9.e]+))");
+  int compared = 0;
+  for (std::sregex_iterator it(tool.output.begin(), tool.output.end(), sample), end; it != end; ++it, ++compared) {
+    const std::vector<double> own =
+        testing::capture_all(log, "] round " + std::string((*it)[1]) + " xi ([-+0-9.e]+) ");
+    ASSERT_EQ(own.size(), 1u) << "round " << (*it)[1] << "\n" << log;
+    const double xi = std::stod((*it)[2]);
+    EXPECT_GT(xi, 1e-6) << "the peers' models must differ";
+    EXPECT_NEAR(xi, own[0], 1e-5 * own[0]) << "round " << (*it)[1];
+  }
+  EXPECT_EQ(compared, 3) << tool.output;
+}
+
+// Checkpoints from Python: 4 push-sum peers write them every 4 steps (buffer and push-sum state);
+// gossip-launch --resume restarts them from step 8 with the very buffers they had there, and they
+// end with the same model, bit for bit, as the run that was not interrupted.
+TEST(PythonPeer, CheckpointsAndResume) {
+  SKIP_WITHOUT_MODULE();
+  testing::TempDir dir;
+  const std::string yaml = dir.write(
+      "ps.yaml", "peers: {count: 4, host: 127.0.0.1, base_port: 0}\ntopology: exponential\nalgorithm: {kind: push_sum}\n"
+                 "checkpoint: {dir: " + dir.path() + "/ckpt, every: 4}\n");
+  const std::string script = std::string(GOSSIP_SOURCE_DIR) + "/tests/python/resume.py";
+  const auto whole = run_command(with_module(testing::bin("gossip-launch") + " " + yaml + " -- " + kPython + " " + script), 120);
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  ASSERT_NE(whole.output.find("4 of 4 peers succeeded, 1 distinct final model"), std::string::npos) << whole.output;
+  const auto resumed =
+      run_command(with_module(testing::bin("gossip-launch") + " --resume " + yaml + " -- " + kPython + " " + script), 120);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("4 of 4 peers succeeded, 1 distinct final model"), std::string::npos) << resumed.output;
+  auto by_rank = [](const std::string& text, const std::string& pattern) {
+    std::map<std::string, std::string> m;
+    const std::regex re(pattern);
+    for (std::sregex_iterator it(text.begin(), text.end(), re), end; it != end; ++it) m[(*it)[1]] = (*it)[2];
+    return m;
+  };
+  const auto at8 = by_rank(whole.output, R"(rank (\d) checkpoint at step 8 crc (\w+))");
+  const auto start = by_rank(resumed.output, R"(rank (\d) starts at step 8 crc (\w+))");
+  EXPECT_EQ(at8.size(), 4u) << whole.output;
+  EXPECT_EQ(start, at8) << "the resumed peers do not start from their step-8 buffers\n" << resumed.output;
+  const auto final_whole = by_rank(whole.output, R"(final: peer (\d) params_crc (\w+))");
+  const auto final_resumed = by_rank(resumed.output, R"(final: peer (\d) params_crc (\w+))");
+  EXPECT_EQ(final_whole.size(), 4u) << whole.output;
+  EXPECT_EQ(final_resumed, final_whole) << "resuming changed the result\n" << resumed.output;
 }
 
 // Wrong buffers are Python exceptions naming the problem; the run's errors keep gossip's message.
@@ -172,15 +265,17 @@ expect("size", lambda: peer.mix(0, np.ones(99, dtype=np.float32)), RuntimeError)
 expect("rank", lambda: gossip.Peer(x, config=")" + yaml + R"(", rank=3), RuntimeError)
 expect("yaml", lambda: gossip.Peer(x, config="/nonexistent.yaml", rank=0), RuntimeError)
 expect("env", lambda: gossip.Peer(x), RuntimeError)
+expect("resume", lambda: gossip.Peer(x, config=")" + yaml + R"(", rank=0, resume=True), RuntimeError)
 print("alone mix", peer.mix(0, x), "size", peer.size)
 )");
   const auto r = run_command(with_module(kPython + " " + script), 60);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* want : {"float64 -> TypeError gossip: the parameters must be float32",
+  for (const std::string& want : std::vector<std::string>{"float64 -> TypeError gossip: the parameters must be float32",
                            "strided -> ValueError gossip: the parameters must be one contiguous buffer",
                            "size -> RuntimeError gossip::Peer: a buffer of 99 floats, but this run's model has 100",
-                           "rank -> RuntimeError", "is not one of the 1 peers", "yaml -> RuntimeError /nonexistent.yaml",
-                           "env -> RuntimeError gossip::Peer: GOSSIP_CONFIG is not set", "alone mix True size 1"})
+                           "rank -> RuntimeError", "is outside 0..0", "yaml -> RuntimeError /nonexistent.yaml",
+                           "env -> RuntimeError gossip::Peer: GOSSIP_CONFIG is not set",
+                           "resume -> RuntimeError " + yaml + ": --resume needs a 'checkpoint: {dir: ...}' section", "alone mix True size 1"})
     EXPECT_NE(r.output.find(want), std::string::npos) << want << "\n" << r.output;
 }
 

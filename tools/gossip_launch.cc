@@ -218,12 +218,16 @@ int report(const std::vector<Child>& children, int failed, bool one_model_expect
   return failed || (models.size() > 1 && one_model_expected) ? 1 : 0;
 }
 
+// The peers of a launch share this host: LOCAL_RANK = rank spreads them over its GPUs (a peer
+// with `device_index: -1` uses local rank modulo the visible devices).
+std::string local_rank_env(int rank) { return "LOCAL_RANK=" + std::to_string(rank); }
+
 // `gossip-launch CONFIG -- CMD ARGS...`: CMD (e.g. a Python peer) starts once per rank and finds
 // its place in the run in the environment.
 std::vector<std::string> command_env(const std::string& config, int rank, int size, const std::string& rendezvous,
                                      const gossip::Flags& flags) {
   std::vector<std::string> env{"GOSSIP_CONFIG=" + config, "GOSSIP_RANK=" + std::to_string(rank),
-                               "GOSSIP_SIZE=" + std::to_string(size)};
+                               "GOSSIP_SIZE=" + std::to_string(size), local_rank_env(rank)};
   if (!rendezvous.empty()) env.push_back("GOSSIP_RENDEZVOUS=" + rendezvous);
   if (flags.get_bool("resume")) env.push_back("GOSSIP_RESUME=1");
   for (const auto& [flag, name] : {std::pair{"epochs", "GOSSIP_EPOCHS"}, std::pair{"device", "GOSSIP_DEVICE"}})
@@ -254,7 +258,7 @@ int run(int argc, char** argv) {
     std::fputs(("usage: gossip-launch CONFIG.yaml [flags] [-- COMMAND ARGS...]\n"
                 "  with a COMMAND, it starts once per rank instead of gossip-peer, with GOSSIP_CONFIG,\n"
                 "  GOSSIP_RANK, GOSSIP_SIZE (and GOSSIP_RENDEZVOUS, GOSSIP_RESUME, GOSSIP_EPOCHS, GOSSIP_DEVICE when\n"
-                "  they apply) in its environment\n" +
+                "  they apply) in its environment; every peer gets LOCAL_RANK = its rank (GPUs: see device_index)\n" +
                 flags.usage())
                    .c_str(),
                flags.get_bool("help") ? stdout : stderr);
@@ -282,7 +286,7 @@ int run(int argc, char** argv) {
     for (const char* f : {"epochs", "device", "slowdown"})
       if (flags.has(f)) args.insert(args.end(), {std::string("--") + f, flags.get_string(f)});
     if (flags.get_bool("resume")) args.push_back("--resume");
-    children.push_back(spawn(r, std::move(args)));
+    children.push_back(spawn(r, std::move(args), {local_rank_env(r)}));
   }
   std::printf("gossip-launch: started %d peers of %s\n", n, config.c_str());
   std::fflush(stdout);

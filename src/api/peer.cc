@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "common/error.h"
+#include "kernels/backend.h"
 #include "peer/config.h"
 #include "peer/node.h"
 #include "wire/wire_format.h"
@@ -29,6 +30,7 @@ PeerOptions PeerOptions::from_environment() {
   if (rank.empty() || *end || r < 0 || r > 1 << 20) throw Error("gossip::Peer", "GOSSIP_RANK '" + rank + "' is not a rank");
   o.rank = static_cast<int>(r);
   o.rendezvous_dir = env_or_empty("GOSSIP_RENDEZVOUS");
+  o.resume = env_or_empty("GOSSIP_RESUME") == "1";
   return o;
 }
 
@@ -40,27 +42,54 @@ struct Peer::State {
   std::unique_ptr<peer::Node> node;  // last: destroyed first, while `leave` is still there
 };
 
-Peer::Peer(const PeerOptions& options, std::span<float> params) : state_(std::make_unique<State>()) {
-  if (params.empty()) throw Error("gossip::Peer", "the parameter buffer is empty");
+namespace {
+
+// The YAML with the options' overrides, and where this peer stands in the run.
+peer::NodeOptions node_options(const PeerOptions& options, const std::atomic<bool>* leave) {
   peer::NodeOptions o;
   o.config = peer::load_config(options.config);
+  peer::RunConfig& cfg = o.config;
+  if (!options.device.empty()) {
+    const std::optional<kernels::Device> device = kernels::parse_device(options.device);
+    if (!device) throw Error("gossip::Peer", "device must be auto, cpu or cuda, not '" + options.device + "'");
+    cfg.device = *device;
+  }
+  if (options.epochs) cfg.train.epochs = *options.epochs;
+  if (!(options.slowdown >= 1 && options.slowdown <= 1000)) throw Error("gossip::Peer", "slowdown must be between 1 and 1000");
+  cfg.slowdown = options.slowdown;
   if (options.join) {
+    if (options.resume) throw Error("gossip::Peer", "a joiner does not resume: the run gives it its model and step");
     o.join = options.join;
     o.bind = options.bind;
     o.key_file = options.key_file;
     o.join_key_file = options.join_key_file;
   } else {
-    if (options.rank < 0 || options.rank >= o.config.peers.count())
-      throw Error(options.config, "rank " + std::to_string(options.rank) + " is not one of the " +
-                                      std::to_string(o.config.peers.count()) + " peers");
+    const int n = cfg.peers.count();
+    if (options.rank < 0 || options.rank >= n)
+      throw Error(options.config, "rank " + std::to_string(options.rank) + " is outside 0.." + std::to_string(n - 1) +
+                                      " (" + cfg.file + " lists " + std::to_string(n) + " peers)");
     o.rank = options.rank;
   }
   o.rendezvous_dir = options.rendezvous_dir;
-  o.leave_flag = &state_->leave;
+  o.resume = options.resume;
+  o.leave_flag = leave;
+  return o;
+}
+
+}  // namespace
+
+Peer::Peer(const PeerOptions& options, std::span<float> params) : state_(std::make_unique<State>()) {
+  if (params.empty()) throw Error("gossip::Peer", "the parameter buffer is empty");
+  peer::NodeOptions o = node_options(options, &state_->leave);
   o.external = params;
   o.external_steps = options.steps > 0 ? options.steps : o.config.train.steps;
   state_->floats = params.size();
   state_->node = std::make_unique<peer::Node>(std::move(o));
+}
+
+Peer::Peer(const PeerOptions& options) : state_(std::make_unique<State>()) {
+  state_->node = std::make_unique<peer::Node>(node_options(options, &state_->leave));
+  state_->floats = state_->node->num_params();
 }
 
 Peer::~Peer() = default;
@@ -68,6 +97,19 @@ Peer::~Peer() = default;
 peer::Node& Peer::node() const {
   if (!state_->node) throw Error("gossip::Peer", "the peer was closed");
   return *state_->node;
+}
+
+TrainSummary Peer::train() {
+  const peer::TrainResult r = node().train();
+  TrainSummary out;
+  out.test_accuracy = r.test.accuracy;
+  out.test_loss = r.test.loss;
+  if (r.averaged) {
+    out.averaged_test_accuracy = r.averaged->accuracy;
+    out.averaged_test_loss = r.averaged->loss;
+  }
+  out.final_line = node().final_line(r);
+  return out;
 }
 
 bool Peer::mix(int64_t step, std::span<float> params) { return node().mix(step, params); }
@@ -78,6 +120,7 @@ ConsensusDistance Peer::consensus(std::span<const float> params) {
   return {c.distance, c.mean_norm2};
 }
 
+bool Peer::checkpoint_due(int64_t step) const { return node().checkpoint_due(step); }
 void Peer::leave() { state_->leave = true; }
 void Peer::close() { state_->node.reset(); }
 int Peer::rank() const { return node().rank(); }

@@ -1,5 +1,7 @@
 #include "kernels/backend.h"
 
+#include <cstdlib>
+
 #include "common/error.h"
 #include "common/log.h"
 
@@ -7,16 +9,29 @@ namespace gossip::kernels {
 
 #ifdef GOSSIP_HAVE_CUDA
 // Defined in cuda_backend.cu.
-std::unique_ptr<Backend> make_cuda_backend();
-bool cuda_runtime_has_device();
+std::unique_ptr<Backend> make_cuda_backend(int device_index);
+int cuda_device_count(std::string* why);
 #endif
 
-bool cuda_device_available() {
+bool cuda_device_available(std::string* why) {
 #ifdef GOSSIP_HAVE_CUDA
-  return cuda_runtime_has_device();
+  return cuda_device_count(why) > 0;
 #else
+  if (why) *why = "this build has no CUDA backend (nvcc was not found at configure time)";
   return false;
 #endif
+}
+
+int local_rank() {
+  for (const char* name : {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"}) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) continue;
+    char* end = nullptr;
+    const long r = std::strtol(v, &end, 10);
+    if (*end || r < 0 || r > 1 << 20) throw Error(name, std::string("'") + v + "' is not a local rank");
+    return static_cast<int>(r);
+  }
+  return 0;
 }
 
 std::optional<Device> parse_device(const std::string& name) {
@@ -26,22 +41,33 @@ std::optional<Device> parse_device(const std::string& name) {
   return std::nullopt;
 }
 
-std::unique_ptr<Backend> make_backend(Device device) {
+namespace {
+
+#ifdef GOSSIP_HAVE_CUDA
+// The device this process uses: `index`, or its local rank modulo the visible devices.
+std::unique_ptr<Backend> cuda_backend_on(int index, int count) {
+  if (index >= count)
+    throw Error("device_index: " + std::to_string(index), "only " + std::to_string(count) + " CUDA device" +
+                                                               (count == 1 ? " is" : "s are") + " visible");
+  const int chosen = index >= 0 ? index : local_rank() % count;
+  log("device cuda:", chosen, " (", count, " visible", index >= 0 ? ", device_index" : ", local rank modulo", ")");
+  return make_cuda_backend(chosen);
+}
+#endif
+
+}  // namespace
+
+std::unique_ptr<Backend> make_backend(Device device, int device_index) {
   if (device == Device::kCpu) return make_cpu_backend();
-  if (device == Device::kCuda) {
+  std::string why;
+  const bool cuda = cuda_device_available(&why);
+  if (device == Device::kCuda && !cuda) throw Error("device: cuda", why);
 #ifdef GOSSIP_HAVE_CUDA
-    if (!cuda_runtime_has_device()) throw Error("device: cuda", "no CUDA device answers");
-    return make_cuda_backend();
+  if (cuda) return cuda_backend_on(device_index, cuda_device_count(nullptr));
 #else
-    throw Error("device: cuda", "this build has no CUDA backend (nvcc was not found at configure time)");
+  (void)device_index;
 #endif
-  }
-  if (cuda_device_available()) {
-#ifdef GOSSIP_HAVE_CUDA
-    return make_cuda_backend();
-#endif
-  }
-  log("device auto: no CUDA device answers, using the CPU backend");
+  log("device auto: ", why, "; using the CPU backend");
   return make_cpu_backend();
 }
 

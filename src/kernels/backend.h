@@ -69,15 +69,22 @@ class Backend {
 enum class Device { kAuto, kCpu, kCuda };
 // "auto", "cpu", "cuda" (the YAML's and the flags' names); nullopt for any other.
 std::optional<Device> parse_device(const std::string& name);
-// kAuto: CUDA when a device answers, else CPU with a log line.
-std::unique_ptr<Backend> make_backend(Device device);
+// kAuto: CUDA when a device answers, else CPU with a log line (naming why CUDA did not answer).
+// `device_index`: the CUDA device (cudaSetDevice on the creating thread, which is the one that
+// uses the backend); -1: local_rank() modulo the number of visible devices, so that the peers of
+// one host spread over its GPUs.
+std::unique_ptr<Backend> make_backend(Device device, int device_index = -1);
 // By name; throws gossip::Error for an unknown one.
 std::unique_ptr<Backend> make_backend(const std::string& device);
 std::unique_ptr<Backend> make_cpu_backend();
 // Threads OpenBLAS may use in this process (0 leaves the library's default).
 void set_cpu_threads(int threads);
-// True when the CUDA backend was built and a device answers.
-bool cuda_device_available();
+// True when the CUDA backend was built and a device answers; else *why (when given) says which
+// (no CUDA in this build, or the runtime's own error, e.g. a driver older than the runtime).
+bool cuda_device_available(std::string* why = nullptr);
+// This process's rank among the peers of its host: LOCAL_RANK (gossip-launch, torchrun),
+// SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, else 0.
+int local_rank();
 
 // Move-only owner of backend memory (RAII): freed through the backend that allocated it.
 template <typename T>

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/log.h"
 #include "kernels/backend.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_kernels.h"
@@ -32,7 +33,9 @@ constexpr size_t kStagingBytes = 8 << 20;  // pinned staging buffer; larger copi
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend() {
+  explicit CudaBackend(int device_index) {
+    // The current device is per thread: the thread that creates the backend is the one that uses it.
+    GOSSIP_CUDA_CHECK(cudaSetDevice(device_index));
     cudaStream_t s;
     GOSSIP_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     stream_.reset(s);
@@ -45,7 +48,7 @@ class CudaBackend final : public Backend {
     staging_.reset(pinned);
     int* scratch;
     GOSSIP_CUDA_CHECK(cudaMalloc(&scratch, sizeof(int)));  // probe that allocation works
-    cudaFree(scratch);
+    GOSSIP_CUDA_CHECK(cudaFree(scratch));
     layers_ = std::make_unique<CudaLayers>(*this, s);
   }
 
@@ -57,7 +60,9 @@ class CudaBackend final : public Backend {
     GOSSIP_CUDA_CHECK(cudaMalloc(&p, bytes));
     return p;
   }
-  void free_bytes(void* p) noexcept override { cudaFree(p); }
+  // noexcept (DeviceArray's destructor): a failure is kept and thrown by the next checked call,
+  // naming cudaFree, instead of surfacing at an unrelated launch.
+  void free_bytes(void* p) noexcept override { note_free(cudaFree(p)); }
 
   void upload(void* dst, const void* host_src, size_t bytes) override {
     for (size_t off = 0; off < bytes; off += kStagingBytes) {
@@ -146,17 +151,24 @@ class CudaBackend final : public Backend {
   LayerKernels* layers() override { return layers_.get(); }
 
   ~CudaBackend() override {
-    if (row_loss_) cudaFree(row_loss_);
-    if (row_hit_) cudaFree(row_hit_);
+    if (row_loss_) note_free(cudaFree(row_loss_));
+    if (row_hit_) note_free(cudaFree(row_hit_));
+    if (!free_error_.empty()) log("cuda backend: ", free_error_);
   }
 
  private:
   cudaStream_t stream() const { return stream_.get(); }
-  static void check_launch() { GOSSIP_CUDA_CHECK(cudaGetLastError()); }
+  void check_launch() {
+    if (!free_error_.empty()) throw Error("cuda backend", "an earlier " + free_error_);
+    GOSSIP_CUDA_CHECK(cudaGetLastError());
+  }
+  void note_free(cudaError_t status) noexcept {
+    if (status != cudaSuccess && free_error_.empty()) free_error_ = std::string("cudaFree failed: ") + cudaGetErrorString(status);
+  }
   void ensure_row_scratch(int rows) {
     if (rows <= row_capacity_) return;
-    if (row_loss_) cudaFree(row_loss_);
-    if (row_hit_) cudaFree(row_hit_);
+    if (row_loss_) GOSSIP_CUDA_CHECK(cudaFree(row_loss_));
+    if (row_hit_) GOSSIP_CUDA_CHECK(cudaFree(row_hit_));
     row_loss_ = nullptr;
     row_hit_ = nullptr;
     GOSSIP_CUDA_CHECK(cudaMalloc(&row_loss_, rows * sizeof(float)));
@@ -170,16 +182,24 @@ class CudaBackend final : public Backend {
   float* row_loss_ = nullptr;  // per-row scratch for softmax_xent, freed in the destructor
   int* row_hit_ = nullptr;
   int row_capacity_ = 0;
+  std::string free_error_;  // the first failed cudaFree of a noexcept path, thrown by check_launch()
   std::unique_ptr<CudaLayers> layers_;  // last: its scratch is freed while the backend still works
 };
 
 }  // namespace
 
-bool cuda_runtime_has_device() {
+int cuda_device_count(std::string* why) {
   int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {  // e.g. no device, or a driver older than this runtime: say which
+    if (why) *why = std::string("no CUDA device answers (") + cudaGetErrorName(status) + ": " + cudaGetErrorString(status) + ")";
+    cudaGetLastError();  // not sticky: clear it
+    return 0;
+  }
+  if (count == 0 && why) *why = "no CUDA device answers (the runtime sees none)";
+  return count;
 }
 
-std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
+std::unique_ptr<Backend> make_cuda_backend(int device_index) { return std::make_unique<CudaBackend>(device_index); }
 
 }  // namespace gossip::kernels

@@ -14,13 +14,13 @@ __global__ void bias_act_kernel(float* y, const float* bias, int rows, int cols,
   const size_t n = size_t(rows) * cols;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     float v = y[i] + bias[i % cols];
-    y[i] = relu ? fmaxf(v, 0.0f) : v;
+    y[i] = relu && v < 0.0f ? 0.0f : v;  // as std::max(v, 0.0f) on the CPU: NaN stays NaN (fmaxf would give 0)
   }
 }
 
 __global__ void relu_backward_kernel(float* dy, const float* y, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    if (y[i] <= 0.0f) dy[i] = 0.0f;
+    if (!(y[i] > 0.0f)) dy[i] = 0.0f;  // as the CPU: no gradient where y is 0 or NaN
 }
 
 // One thread per column: rows are summed in order, so results are deterministic.

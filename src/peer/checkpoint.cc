@@ -174,4 +174,18 @@ std::optional<Checkpoint> newest_checkpoint(const std::string& dir, int rank) {
   return std::nullopt;
 }
 
+void check_resumable(const Checkpoint& c, const std::string& source, size_t floats, int rank, int peers,
+                     int64_t total_steps) {
+  if (c.params.size() != floats)
+    throw Error(source, "checkpoint holds " + std::to_string(c.params.size()) + " parameters, this model has " +
+                            std::to_string(floats) + ": another model shape");
+  if (c.rank != rank || c.peers != peers || c.epoch != 0)
+    throw Error(source, "checkpoint is of rank " + std::to_string(c.rank) + " of " + std::to_string(c.peers) +
+                            " in membership epoch " + std::to_string(c.epoch) + ", this is rank " + std::to_string(rank) +
+                            " of " + std::to_string(peers) + " in the YAML's membership (epoch 0)");
+  if (c.step < 0 || c.step > total_steps)
+    throw Error(source, "checkpoint is at step " + std::to_string(c.step) + ", outside this run's " +
+                            std::to_string(total_steps) + " steps");
+}
+
 }  // namespace gossip::peer

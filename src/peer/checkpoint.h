@@ -33,5 +33,9 @@ std::vector<int64_t> list_checkpoints(const std::string& dir, int rank);
 std::optional<Checkpoint> read_checkpoint(const std::string& path, std::string* problem);
 // The newest intact checkpoint of `rank` in `dir` (damaged ones are logged and skipped).
 std::optional<Checkpoint> newest_checkpoint(const std::string& dir, int rank);
+// Throws gossip::Error naming `source` unless `c` can continue this run: `floats` parameters,
+// rank `rank` of `peers` in the YAML's membership (epoch 0), a step within `total_steps`.
+void check_resumable(const Checkpoint& c, const std::string& source, size_t floats, int rank, int peers,
+                     int64_t total_steps);
 
 }  // namespace gossip::peer

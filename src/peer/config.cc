@@ -232,6 +232,7 @@ RunConfig parse_config_unguarded(const std::string& yaml_text, const std::string
   top.read_number("eval_every", cfg.eval_every, 0, 1e9);
   top.read_choice("init", cfg.init, {{"same", Init::kSame}, {"per_rank", Init::kPerRank}});
   top.read_number("threads", cfg.threads, 0, 1024);
+  top.read_number("device_index", cfg.device_index, -1, 1024);
   top.read_number("max_unverified_connections", cfg.max_unverified_connections, 0, 1 << 20);
   if (top.has("security")) {
     MapReader sec(top.get("security"), file_name, "security");

@@ -83,6 +83,7 @@ struct RunConfig {
   int log_every = 100;               // steps between progress lines (with the consensus distance)
   int consensus_every = 0;           // also log Ξ every this many steps (0 = only at progress lines)
   int eval_every = 0;                // log the local model's test accuracy every this many steps (0 = only at the end)
+  int device_index = -1;             // the CUDA device; -1 = local rank (LOCAL_RANK, SLURM_LOCALID, ...) modulo the visible devices
   int threads = 0;                   // BLAS threads per peer; 0 = 1 when several peers share the host, else all
   Init init = Init::kSame;           // identical or per-peer initial models
   int metrics_port = -1;             // Prometheus /metrics: -1 off, 0 any free port, P: P + rank

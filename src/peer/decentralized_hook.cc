@@ -114,16 +114,17 @@ void DecentralizedHook::after_step(int64_t step, model::Model& model) {
     if (step < resume_round_) break;  // a view change skipped this round: local step only
     if (guarded(step, model, [&] { mix(step, model); })) break;
   }
-  const float* x = host_params(model);
+  // A device model's parameters come down only where a snapshot or Ξ needs them (the mix above
+  // downloaded them once already).
   if (control_) {
     control_->set_round(step + 1);
     if (control_->members_unresolved()) publish_members();
-    if (control_->snapshot_due(step + 1)) control_->capture(step + 1, x, floats_);
+    if (control_->snapshot_due(step + 1)) control_->capture(step + 1, host_params(model), floats_);
   }
   if (consensus_every_ > 0 && (step + 1) % consensus_every_ == 0 && (step + 1) % log_every_ != 0 &&
       step >= resume_round_ && !asynchronous()) {
     guarded(step + 1, model, [&] {
-      Consensus c = consensus(x);
+      Consensus c = consensus(host_params(model));
       if (t_->rank() == 0) log_consensus(step, c);
     });
   }

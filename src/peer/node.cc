@@ -24,7 +24,6 @@ Node::Node(NodeOptions options) : options_(std::move(options)), cfg_(options_.co
   if (cfg_.algorithm.kind != Algorithm::kNone && n_ > 1) open_transport();
   if (joining) request_join();  // then load the data while the members agree and send the welcome
   if (options_.external) {
-    if (options_.resume) throw Error("gossip::Peer", "a library peer saves and restores its own model: no resume");
     external_ = std::make_unique<HostBufferModel>(*options_.external);
   } else {
     trainer_ = std::make_unique<Trainer>(cfg_, joining ? 0 : rank_, joining ? 1 : n_, nullptr);
@@ -50,7 +49,10 @@ TrainResult Node::train() {
 bool Node::mix(int64_t step, std::span<float> params) {
   if (!external_) throw Error("gossip-peer", "mix() is for a library peer");
   external_->rebind(params);
-  if (!hook_) return true;  // alone: nothing to exchange
+  if (!hook_) {  // alone: nothing to exchange
+    if (checkpoint_due(step)) save_external_checkpoint(step + 1);
+    return true;
+  }
   if (hook_->stop_requested()) return false;
   hook_->before_step(step, *external_);
   hook_->after_step(step, *external_);
@@ -58,7 +60,25 @@ bool Node::mix(int64_t step, std::span<float> params) {
   // library peer takes part at the same steps, so C++ and Python peers can share a run.
   if (!hook_->stop_requested() && ((step + 1) % cfg_.log_every == 0 || step + 1 == total_steps()))
     log("step ", step + 1, "/", total_steps(), hook_->log_extra(step, *external_));
-  return !hook_->stop_requested();
+  if (hook_->stop_requested()) return false;
+  if (checkpoint_due(step)) save_external_checkpoint(step + 1);
+  return true;
+}
+
+bool Node::checkpoint_due(int64_t step) const {
+  return cfg_.checkpoint_every > 0 && (step + 1) % cfg_.checkpoint_every == 0 && step + 1 < total_steps();
+}
+
+// What Trainer::save_checkpoint writes, less the optimiser state (the caller's own).
+void Node::save_external_checkpoint(int64_t steps_done) {
+  Checkpoint c;
+  c.step = steps_done;
+  c.rank = rank();
+  c.peers = size();
+  c.epoch = epoch();
+  c.params = external_->download_params();
+  if (hook_) c.extra = hook_->save_state();
+  write_checkpoint(cfg_.checkpoint_dir, c);
 }
 
 bool Node::average(std::span<float> params) {
@@ -186,7 +206,7 @@ void Node::start_control(int id, uint32_t epoch) {
 }
 
 // Loads the newest checkpoint that every peer of the run has (agreed among them, so they restart
-// at the same step) into the trainer.
+// at the same step) into the trainer, or a library peer's buffer and algorithm state.
 void Node::resume() {
   const std::string who = "peer " + std::to_string(rank_);
   if (cfg_.checkpoint_dir.empty()) throw Error(cfg_.file, "--resume needs a 'checkpoint: {dir: ...}' section");
@@ -211,7 +231,15 @@ void Node::resume() {
     if (!c) throw Error(path, "the peers' newest common checkpoint is step " + std::to_string(common) +
                                   ", but this file is " + problem);
   }
-  trainer_->restore(*c, path);
+  if (trainer_) {
+    trainer_->restore(*c, path);
+    return;
+  }
+  check_resumable(*c, path, external_->num_params(), rank_, n_, total_steps());
+  external_->upload_params(c->params);
+  if (hook_) hook_->restore_state(c->extra);
+  start_step_ = c->step;
+  log("peer ", rank_, ": resumed from ", path, " at step ", c->step, " (the caller's own state, e.g. its optimiser's, is not in it)");
 }
 
 std::string Node::final_line(const TrainResult& r) const {

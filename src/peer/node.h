@@ -1,6 +1,6 @@
-// One peer of a run, wired from its config: the composition root. gossip-peer's main only turns
-// flags into NodeOptions; the library's gossip::Peer (include/gossip/peer.h, and the Python module
-// over it) builds a Node the same way, with the caller's parameter buffer as the model. The
+// One peer of a run, wired from its config: the composition root, behind the library's
+// gossip::Peer (include/gossip/peer.h), which gossip-peer and the Python module use: the model is
+// the YAML's own (trained by train()) or the caller's parameter buffer (mixed by mix()). The
 // constructor binds, asks to join (when joining), loads the data, takes part in the join and
 // resumes from a checkpoint; train() runs the loop, or the library caller trains and calls mix().
 #pragma once
@@ -60,8 +60,13 @@ class Node {
   Consensus consensus(std::span<const float> params);
   int rank() const;
   int size() const;
+  size_t num_params() { return model().num_params(); }
   uint32_t epoch() const;
-  // The first step this peer trains: 0, or for a joiner the round its welcome named.
+  // Whether a library peer's mix(step) writes a checkpoint (the YAML's checkpoint.every; the
+  // caller may save its own state, e.g. its optimiser's, for the same step).
+  bool checkpoint_due(int64_t step) const;
+  // The first step this peer trains: 0, for a joiner the round its welcome named, after a resume
+  // the checkpoint's step.
   int64_t start_step() const { return start_step_; }
   // "final: peer R test_acc ... params_crc ... sent_MB ...": the line gossip-launch reads.
   std::string final_line(const TrainResult& r) const;
@@ -75,6 +80,7 @@ class Node {
   void take_joiner_place(const Welcome& welcome, const View& initial);
   void start_control(int id, uint32_t epoch);
   void resume();
+  void save_external_checkpoint(int64_t steps_done);
   model::Model& model();
   int64_t total_steps() const;
 

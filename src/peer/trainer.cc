@@ -42,7 +42,7 @@ Trainer::Trainer(const RunConfig& config, int rank, int n, StepHook* hook)
   total_steps_ = config.train.steps > 0 ? config.train.steps
                                         : static_cast<int64_t>(std::ceil(config.train.epochs * steps_per_epoch_));
 
-  backend_ = kernels::make_backend(config.device);
+  backend_ = kernels::make_backend(config.device, config.device_index);
   eval_rows_ = eval_rows(config.train.model, batch);
   model_ = model::make_model(config.train.model, *backend_, source_->input_shape(), std::max(batch, eval_rows_));
   model_->init(config.init == Init::kPerRank ? config.seed + 1000003ull * (rank + 1) : config.seed);
@@ -61,17 +61,7 @@ void Trainer::start_at(int64_t step, int64_t total_steps) {
 }
 
 void Trainer::restore(const Checkpoint& c, const std::string& source) {
-  const size_t n = model_->num_params();
-  if (c.params.size() != n)
-    throw Error(source, "checkpoint holds " + std::to_string(c.params.size()) + " parameters, this model has " +
-                            std::to_string(n) + ": another model shape");
-  if (c.rank != rank_ || c.peers != n_ || c.epoch != 0)
-    throw Error(source, "checkpoint is of rank " + std::to_string(c.rank) + " of " + std::to_string(c.peers) +
-                            " in membership epoch " + std::to_string(c.epoch) + ", this is rank " + std::to_string(rank_) +
-                            " of " + std::to_string(n_) + " in the YAML's membership (epoch 0)");
-  if (c.step < 0 || c.step > total_steps_)
-    throw Error(source, "checkpoint is at step " + std::to_string(c.step) + ", outside this run's " +
-                            std::to_string(total_steps_) + " steps");
+  check_resumable(c, source, model_->num_params(), rank_, n_, total_steps_);
   model_->upload_params(c.params);
   optimizer_->restore_state(c.optimizer_state, source);
   if (hook_) hook_->restore_state(c.extra);

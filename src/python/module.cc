@@ -31,7 +31,8 @@ std::span<float> float_buffer(const py::buffer& obj, bool writable = true) {
 
 std::unique_ptr<gossip::Peer> make_peer(const py::buffer& params, std::optional<std::string> config,
                                         std::optional<int> rank, int64_t steps, std::optional<std::string> join,
-                                        const std::string& bind, std::optional<std::string> rendezvous) {
+                                        const std::string& bind, std::optional<std::string> rendezvous,
+                                        std::optional<bool> resume) {
   gossip::PeerOptions o;
   if (config) {
     o.config = *config;
@@ -47,6 +48,7 @@ std::unique_ptr<gossip::Peer> make_peer(const py::buffer& params, std::optional<
     throw py::value_error("gossip.Peer: give rank= (or start the script with gossip-launch CONFIG -- CMD)");
   }
   if (rendezvous) o.rendezvous_dir = *rendezvous;
+  if (resume) o.resume = *resume;
   o.steps = steps;
   const std::span<float> buffer = float_buffer(params);
   py::gil_scoped_release release;
@@ -60,7 +62,7 @@ PYBIND11_MODULE(_gossip, m) {
   py::class_<gossip::Peer>(m, "Peer")
       .def(py::init(&make_peer), py::arg("params"), py::arg("config") = py::none(), py::arg("rank") = py::none(),
            py::arg("steps") = 0, py::arg("join") = py::none(), py::arg("bind") = "tcp://127.0.0.1:0",
-           py::arg("rendezvous") = py::none())
+           py::arg("rendezvous") = py::none(), py::arg("resume") = py::none())
       .def(
           "mix",
           [](gossip::Peer& p, int64_t step, const py::buffer& params) {
@@ -89,6 +91,7 @@ PYBIND11_MODULE(_gossip, m) {
             return py::make_tuple(c.distance, c.mean_norm2);  // with the GIL again
           },
           py::arg("params"))
+      .def("checkpoint_due", &gossip::Peer::checkpoint_due, py::arg("step"))
       .def("leave", &gossip::Peer::leave)
       .def(
           "close",

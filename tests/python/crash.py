@@ -1,6 +1,7 @@
-"""A Python peer for tests/python_peer_test.cc's crash test: mixes STEPS rounds of a buffer (a
-short sleep per round stands in for training), then averages; prints its view size at the end.
-One of the peers is killed with SIGKILL meanwhile: the others must carry on and end as one."""
+"""A Python peer for tests/python_peer_test.cc's crash and join tests: mixes STEPS rounds of a
+buffer of FLOATS floats (a short sleep per round stands in for training), then averages; prints
+its view size at the end. Meanwhile one of the peers is killed with SIGKILL, or a C++ peer joins:
+the peers must carry on and end as one."""
 import os
 import time
 
@@ -10,7 +11,7 @@ import gossip
 
 rank = int(os.environ["GOSSIP_RANK"])
 steps = int(os.environ.get("STEPS", "150"))
-x = np.arange(1, 1001, dtype=np.float32) * (1 + rank / 10)
+x = np.arange(1, int(os.environ.get("FLOATS", "1000")) + 1, dtype=np.float32) * (1 + rank / 10)
 peer = gossip.Peer(x, steps=steps)
 print(f"rank {rank} pid {os.getpid()} started", flush=True)
 for step in range(steps):

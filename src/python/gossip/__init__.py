@@ -33,12 +33,14 @@ def _buffer(params):
 class Peer:
     """One peer of the run. `params` is the whole model as one buffer (see flatten_parameters).
     Without `config`, the config and rank come from GOSSIP_CONFIG and GOSSIP_RANK (gossip-launch
-    CONFIG -- CMD sets them). `steps`: the run's length, for joiners (default: the YAML's)."""
+    CONFIG -- CMD sets them). `steps`: the run's length, for joiners (default: the YAML's).
+    `resume`: continue from the newest checkpoint every peer has (default: GOSSIP_RESUME, which
+    gossip-launch --resume sets); `params` then holds its model and start_step its step."""
 
     def __init__(self, params, config=None, rank=None, steps=0, join=None, bind="tcp://127.0.0.1:0",
-                 rendezvous=None):
+                 rendezvous=None, resume=None):
         self._peer = _gossip.Peer(_buffer(params), config=config, rank=rank, steps=steps, join=join, bind=bind,
-                                  rendezvous=rendezvous)
+                                  rendezvous=rendezvous, resume=resume)
 
     def mix(self, step, params):
         """The exchange for `step`, in place. False once this peer has left the run."""
@@ -52,6 +54,11 @@ class Peer:
         """Collective: (Ξ, ‖x̄‖²), Ξ = (1/n)·Σ‖x_i − x̄‖² over the peers' buffers."""
         return self._peer.consensus(_buffer(params))
 
+    def checkpoint_due(self, step):
+        """Whether mix(step) writes a checkpoint (the YAML's checkpoint: {dir, every}) of the
+        buffer and the algorithm's state. Save your optimiser's state for the same step yourself."""
+        return self._peer.checkpoint_due(step)
+
     def leave(self):
         """Leave gracefully at the next mix() (which then returns False)."""
         self._peer.leave()
@@ -64,7 +71,7 @@ class Peer:
     rank = property(lambda self: self._peer.rank)
     size = property(lambda self: self._peer.size)
     epoch = property(lambda self: self._peer.epoch)
-    start_step = property(lambda self: self._peer.start_step)  # a joiner's first step in the run
+    start_step = property(lambda self: self._peer.start_step)  # 0, a joiner's or a resumed peer's first step
     num_params = property(lambda self: self._peer.num_params)
 
 

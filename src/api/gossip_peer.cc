@@ -1,8 +1,8 @@
-// gossip-peer: one peer of a decentralized training run. Flags only; the peer is a Node.
+// gossip-peer: one peer of a decentralized training run, on the library's API (gossip::Peer
+// without a buffer trains the YAML's own model). Flags only.
 #include <signal.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -10,12 +10,14 @@
 #include "common/error.h"
 #include "common/flags.h"
 #include "common/log.h"
-#include "peer/node.h"
+#include "gossip/peer.h"
 
 namespace {
 
-std::atomic<bool> g_leave{false};  // SIGTERM: leave the run gracefully at the next step
-void on_sigterm(int) { g_leave = true; }
+std::atomic<gossip::Peer*> g_peer{nullptr};  // SIGTERM: leave the run gracefully at the next step
+void on_sigterm(int) {
+  if (gossip::Peer* p = g_peer.load()) p->leave();
+}
 
 void add_flags(gossip::Flags& flags) {
   flags.add_string("config", "topology/run YAML (see configs/)");
@@ -32,33 +34,21 @@ void add_flags(gossip::Flags& flags) {
   flags.add_bool("help", "print this help");
 }
 
-// The rank from --rank, else Slurm's or Open MPI's environment, else 0 (checked against the YAML).
-int rank_of(const gossip::Flags& flags, const gossip::peer::RunConfig& cfg) {
-  int rank = 0;
-  if (flags.has("rank")) rank = static_cast<int>(flags.get_int("rank"));
-  else if (const char* r = std::getenv("SLURM_PROCID")) rank = std::atoi(r);
-  else if (const char* r2 = std::getenv("OMPI_COMM_WORLD_RANK")) rank = std::atoi(r2);
-  const int n = cfg.peers.count();
-  if (rank < 0 || rank >= n)
-    throw gossip::Error("gossip-peer", "rank " + std::to_string(rank) + " is outside 0.." + std::to_string(n - 1) +
-                                           " (" + cfg.file + " lists " + std::to_string(n) + " peers)");
-  return rank;
+// The rank from --rank, else Slurm's or Open MPI's environment, else 0 (the peer checks it
+// against the YAML).
+int rank_of(const gossip::Flags& flags) {
+  if (flags.has("rank")) return static_cast<int>(flags.get_int("rank"));
+  if (const char* r = std::getenv("SLURM_PROCID")) return std::atoi(r);
+  if (const char* r = std::getenv("OMPI_COMM_WORLD_RANK")) return std::atoi(r);
+  return 0;
 }
 
-gossip::peer::NodeOptions node_options(const gossip::Flags& flags) {
-  gossip::peer::NodeOptions o;
-  gossip::peer::RunConfig& cfg = o.config;
-  cfg = gossip::peer::load_config(flags.get_string("config"));
-  if (flags.has("device")) {
-    const std::optional<gossip::kernels::Device> device = gossip::kernels::parse_device(flags.get_string("device"));
-    if (!device) throw gossip::Error("gossip-peer", "--device must be auto, cpu or cuda, not '" + flags.get_string("device") + "'");
-    cfg.device = *device;
-  }
-  if (flags.has("epochs")) cfg.train.epochs = flags.get_double("epochs");
-  if (flags.has("slowdown")) {
-    cfg.slowdown = flags.get_double("slowdown");
-    if (!(cfg.slowdown >= 1 && cfg.slowdown <= 1000)) throw gossip::Error("gossip-peer", "--slowdown must be between 1 and 1000");
-  }
+gossip::PeerOptions peer_options(const gossip::Flags& flags) {
+  gossip::PeerOptions o;
+  o.config = flags.get_string("config");
+  if (flags.has("device")) o.device = flags.get_string("device");
+  if (flags.has("epochs")) o.epochs = flags.get_double("epochs");
+  if (flags.has("slowdown")) o.slowdown = flags.get_double("slowdown");
   if (flags.has("join")) {
     if (flags.has("rank") || flags.get_bool("resume"))
       throw gossip::Error("gossip-peer", "--join takes neither --rank nor --resume: the run assigns the joiner its place");
@@ -69,16 +59,14 @@ gossip::peer::NodeOptions node_options(const gossip::Flags& flags) {
     if (flags.has("key")) o.key_file = flags.get_string("key");
     if (flags.has("join-key")) o.join_key_file = flags.get_string("join-key");
   } else {
-    o.rank = rank_of(flags, cfg);
+    o.rank = rank_of(flags);
   }
   if (flags.has("rendezvous")) o.rendezvous_dir = flags.get_string("rendezvous");
   o.resume = flags.get_bool("resume");
-  o.leave_flag = &g_leave;
   return o;
 }
 
 int run(int argc, char** argv) {
-  const auto started = std::chrono::steady_clock::now();
   gossip::Flags flags("gossip-peer");
   add_flags(flags);
   flags.parse(argc, argv);
@@ -87,16 +75,16 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (!flags.positional().empty()) throw gossip::Error("gossip-peer", "unexpected argument '" + flags.positional()[0] + "'");
-  gossip::peer::NodeOptions options = node_options(flags);
-  options.started = started;
-  gossip::peer::Node node(std::move(options));
-  if (node.communicates()) {
+  gossip::Peer peer(peer_options(flags));
+  if (peer.size() > 1) {  // alone, SIGTERM ends the process as usual
+    g_peer = &peer;
     struct sigaction sa {};
     sa.sa_handler = on_sigterm;
     sigaction(SIGTERM, &sa, nullptr);
   }
-  const gossip::peer::TrainResult r = node.train();
-  gossip::log(node.final_line(r));
+  const gossip::TrainSummary summary = peer.train();
+  gossip::log(summary.final_line);
+  g_peer = nullptr;
   return 0;
 }
 
