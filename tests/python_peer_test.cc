@@ -180,7 +180,8 @@ TEST(PythonPeer, SurvivesAPeerKilledWithSigkill) {
 }
 
 // gossip-consensus against 4 Python peers training a torch model: the tool's Ξ at the rounds it
-// sampled equals the one the peers measured themselves (peer.consensus) after the same rounds.
+// sampled equals the one the peers measured themselves (peer.consensus) after the same rounds, and
+// its --status shows the loss each peer reported (peer.report).
 TEST(PythonPeer, ConsensusToolAgreesWithThePeers) {
   SKIP_WITHOUT_MODULE();
   if (!torch_available()) GTEST_SKIP() << "no python3-torch";
@@ -195,6 +196,11 @@ TEST(PythonPeer, ConsensusToolAgreesWithThePeers) {
   const auto tool = run_command(testing::bin("gossip-consensus") + " --peer " + contact +
                                     " --format json --samples 3 --stride 5 --ahead 20", 60);
   ASSERT_EQ(tool.exit_code, 0) << tool.output << run.log();
+  const auto status = run_command(testing::bin("gossip-consensus") + " --peer " + contact + " --status", 60);
+  ASSERT_EQ(status.exit_code, 0) << status.output;
+  const std::vector<double> losses = testing::capture_all(status.output, R"("loss": ([-+0-9.e]+))");
+  ASSERT_EQ(losses.size(), 4u) << status.output;
+  for (double l : losses) EXPECT_GT(l, 0.5) << "a cross-entropy over 5 classes near log 5\n" << status.output;
   const std::string log = testing::wait_for_text(dir.path() + "/run.log", "peers succeeded", 60);
   EXPECT_NE(log.find("4 of 4 peers succeeded, 1 distinct final model"), std::string::npos) << log;
   const std::regex sample(R"(\{"round": (\d+), "n": 4, "xi": ([-+0-9.e]+))");

@@ -88,6 +88,9 @@ class Peer {
   bool average(std::span<float> params);
   // Collective: every peer calls it at the same point.
   ConsensusDistance consensus(std::span<const float> params);
+  // The caller's training figures for the control channel (gossip-consensus --status, the
+  // Prometheus metrics), with the norm of the buffer last given to mix().
+  void report(double loss, double train_accuracy = 0, double samples_per_s = 0);
   // Whether mix(step) writes a checkpoint (the YAML's `checkpoint: {dir, every}`: the buffer and
   // the algorithm's state, e.g. push-sum's weight, as of step + 1 steps done). The caller's own
   // state (its optimiser's moments) is not in it: save it for the same step if you need it.

@@ -120,6 +120,9 @@ ConsensusDistance Peer::consensus(std::span<const float> params) {
   return {c.distance, c.mean_norm2};
 }
 
+void Peer::report(double loss, double train_accuracy, double samples_per_s) {
+  node().report(loss, train_accuracy, samples_per_s);
+}
 bool Peer::checkpoint_due(int64_t step) const { return node().checkpoint_due(step); }
 void Peer::leave() { state_->leave = true; }
 void Peer::close() { state_->node.reset(); }

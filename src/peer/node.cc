@@ -87,6 +87,11 @@ bool Node::average(std::span<float> params) {
   return hook_ && hook_->finish(*external_);
 }
 
+void Node::report(double loss, double train_accuracy, double samples_per_s) {
+  if (!external_) throw Error("gossip-peer", "report() is for a library peer");
+  if (hook_) hook_->progress(0, *external_, loss, train_accuracy, samples_per_s);
+}
+
 Consensus Node::consensus(std::span<const float> params) {
   if (!external_) throw Error("gossip-peer", "consensus() is for a library peer");
   external_->check_size(params.size());

@@ -56,6 +56,8 @@ class Node {
   // A library peer at the end: the exact average of every peer's buffer into `params` (false when
   // it left the run or has no others).
   bool average(std::span<float> params);
+  // A library peer's training figures for the control channel's status.
+  void report(double loss, double train_accuracy, double samples_per_s);
   // Collective (every peer at the same point): Ξ of the buffers.
   Consensus consensus(std::span<const float> params);
   int rank() const;

@@ -92,6 +92,8 @@ PYBIND11_MODULE(_gossip, m) {
           },
           py::arg("params"))
       .def("checkpoint_due", &gossip::Peer::checkpoint_due, py::arg("step"))
+      .def("report", &gossip::Peer::report, py::arg("loss"), py::arg("train_accuracy") = 0.0,
+           py::arg("samples_per_s") = 0.0)
       .def("leave", &gossip::Peer::leave)
       .def(
           "close",

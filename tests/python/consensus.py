@@ -1,7 +1,8 @@
 """A Python peer for tests/python_peer_test.cc's gossip-consensus test: a small torch model
 flattened into one tensor, an SGD step per round on this peer's own random data (so the peers'
 models differ), a short sleep so that the tool can ask for snapshots ahead, a mix, then the
-peers' own consensus distance, printed by rank 0 for every round."""
+peers' own consensus distance, printed by rank 0 for every round; each reports its loss for
+the control channel's status."""
 import os
 import time
 
@@ -21,9 +22,11 @@ for step in range(steps):
     time.sleep(0.02)
     x, y = torch.randn(32, 20), torch.randint(0, 5, (32,))
     opt.zero_grad()
-    torch.nn.functional.cross_entropy(model(x), y).backward()
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
     opt.step()
     peer.mix(step, flat)
+    peer.report(loss.item(), samples_per_s=32 / 0.02)
     xi, mean_norm2 = peer.consensus(flat)
     if rank == 0:
         print(f"round {step + 1} xi {xi:.9g} mean_norm2 {mean_norm2:.9g}", flush=True)

@@ -54,6 +54,11 @@ class Peer:
         """Collective: (Ξ, ‖x̄‖²), Ξ = (1/n)·Σ‖x_i − x̄‖² over the peers' buffers."""
         return self._peer.consensus(_buffer(params))
 
+    def report(self, loss, train_accuracy=0.0, samples_per_s=0.0):
+        """Your training figures for the control channel: gossip-consensus --status and the
+        Prometheus metrics show them for this peer."""
+        self._peer.report(float(loss), float(train_accuracy), float(samples_per_s))
+
     def checkpoint_due(self, step):
         """Whether mix(step) writes a checkpoint (the YAML's checkpoint: {dir, every}) of the
         buffer and the algorithm's state. Save your optimiser's state for the same step yourself."""
