@@ -1,6 +1,7 @@
 // Local training throughput of one peer (no communication): forward + backward + optimiser step
 // of a model on pre-generated random batches, with a fixed number of BLAS threads. Prints one
-// line: "gossip <model> batch <b> threads <t> samples/s <x>" (a GPT adds "tokens/s <y>").
+// line: "gossip <model> batch <b> threads <t> samples/s <x>" (a GPT adds "tokens/s <y>"; a device
+// backend adds its host<->device MB per step).
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -88,6 +89,7 @@ int run(int argc, char** argv) {
   };
   for (int i = 0; i < std::min(20, steps); ++i) step(i);  // warm-up
   backend->synchronize();
+  const gossip::kernels::TransferStats before = backend->transfers();
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) step(i);
   backend->synchronize();
@@ -96,6 +98,10 @@ int run(int argc, char** argv) {
   std::printf("gossip %s batch %d threads %s samples/s %.0f", name.c_str(), batch, flags.get_string("threads").c_str(),
               steps * double(batch) / secs);
   if (gpt) std::printf(" tokens/s %.0f", steps * double(batch) * per_row / secs);
+  const gossip::kernels::TransferStats after = backend->transfers();
+  if (after.host_to_device != before.host_to_device || after.device_to_host != before.device_to_host)
+    std::printf(" h2d_MB_per_step %.3f d2h_MB_per_step %.3f", (after.host_to_device - before.host_to_device) / 1e6 / steps,
+                (after.device_to_host - before.device_to_host) / 1e6 / steps);
   std::printf("\n");
   return 0;
 }

@@ -20,6 +20,12 @@ struct LossResult {
 };
 
 // One AdamW step's scalars (see model::AdamW): bias1 = 1 − β1^t, bias2 = 1 − β2^t.
+// Bytes moved between the host and a device backend's memory by upload() and download() (zero
+// for the CPU backend, whose memory is the host's).
+struct TransferStats {
+  uint64_t host_to_device = 0, device_to_host = 0;
+};
+
 struct AdamWStep {
   float lr = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0, bias1 = 1, bias2 = 1;
 };
@@ -37,6 +43,7 @@ class Backend {
   virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void fill(float* p, float value, size_t n) = 0;
   virtual void synchronize() = 0;
+  virtual TransferStats transfers() const { return {}; }
 
   // C[m×n] = alpha·op(A)·op(B) + beta·C, all row-major; op(A) is m×k and op(B) is k×n.
   virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,

@@ -53,6 +53,7 @@ class CudaBackend final : public Backend {
   }
 
   std::string name() const override { return "cuda"; }
+  TransferStats transfers() const override { return transfers_; }
   bool is_host() const override { return false; }
 
   void* alloc_bytes(size_t bytes) override {
@@ -65,6 +66,7 @@ class CudaBackend final : public Backend {
   void free_bytes(void* p) noexcept override { note_free(cudaFree(p)); }
 
   void upload(void* dst, const void* host_src, size_t bytes) override {
+    transfers_.host_to_device += bytes;
     for (size_t off = 0; off < bytes; off += kStagingBytes) {
       size_t len = std::min(kStagingBytes, bytes - off);
       GOSSIP_CUDA_CHECK(cudaStreamSynchronize(stream()));  // staging buffer free again
@@ -75,6 +77,7 @@ class CudaBackend final : public Backend {
     GOSSIP_CUDA_CHECK(cudaStreamSynchronize(stream()));
   }
   void download(void* host_dst, const void* src, size_t bytes) override {
+    transfers_.device_to_host += bytes;
     for (size_t off = 0; off < bytes; off += kStagingBytes) {
       size_t len = std::min(kStagingBytes, bytes - off);
       GOSSIP_CUDA_CHECK(cudaMemcpyAsync(staging_.get(), static_cast<const char*>(src) + off, len,
@@ -182,6 +185,7 @@ class CudaBackend final : public Backend {
   float* row_loss_ = nullptr;  // per-row scratch for softmax_xent, freed in the destructor
   int* row_hit_ = nullptr;
   int row_capacity_ = 0;
+  TransferStats transfers_;
   std::string free_error_;  // the first failed cudaFree of a noexcept path, thrown by check_launch()
   std::unique_ptr<CudaLayers> layers_;  // last: its scratch is freed while the backend still works
 };

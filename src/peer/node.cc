@@ -259,6 +259,11 @@ std::string Node::final_line(const TrainResult& r) const {
     if (r.averaged->per_byte) out << " averaged_model_test_bpb " << r.averaged->bits_per_byte();
   }
   out << (r.test.per_byte ? " tokens/s " : " samples/s ") << std::setprecision(0) << r.samples_per_s;
+  if (r.transfers.host_to_device || r.transfers.device_to_host) {  // a device backend: PCIe bytes per step
+    const double steps = static_cast<double>(std::max<int64_t>(r.steps, 1));
+    out << std::setprecision(3) << " h2d_MB_per_step " << r.transfers.host_to_device / 1e6 / steps
+        << " d2h_MB_per_step " << r.transfers.device_to_host / 1e6 / steps;
+  }
   {  // identifies the final model exactly (reproducibility checks, resume tests)
     const std::vector<float> p = trainer_ ? trainer_->model().download_params() : external_->download_params();
     out << " params_crc " << std::hex << crc32c(p.data(), p.size() * sizeof(float)) << std::dec;

@@ -120,6 +120,8 @@ TrainResult Trainer::run() {
   log("peer ", rank_, ": ", model::describe(config_.train.model), ", ", model_->num_params(), " parameters, ",
       source_->part_text(), ", ",
       total_steps_, " steps (", steps_per_epoch_, " per epoch), backend ", backend_->name());
+  kernels::TransferStats eval_transfers;  // of the eval_every evaluations, not counted as training's
+  const kernels::TransferStats start_transfers = backend_->transfers();
   for (int64_t step = start_step_; step < total_steps_; ++step) {
     const auto step_start = Clock::now();
     const model::Batch b = source_->next(batch, true);
@@ -158,7 +160,10 @@ TrainResult Trainer::run() {
     if (config_.eval_every > 0 && (step + 1) % config_.eval_every == 0 && !last) {
       // Benchmarks read "time to accuracy" from these lines: train_s excludes the evaluations.
       const auto eval_start = Clock::now();
+      const kernels::TransferStats before = backend_->transfers();
       const EvalResult e = evaluate();
+      eval_transfers.host_to_device += backend_->transfers().host_to_device - before.host_to_device;
+      eval_transfers.device_to_host += backend_->transfers().device_to_host - before.device_to_host;
       log(std::fixed, std::setprecision(4), "eval step ", step + 1, " test_acc ", e.accuracy,
           e.per_byte ? " test_bpb " + std::to_string(e.bits_per_byte()) : std::string(), " train_s ",
           std::chrono::duration<double>(eval_start - start - eval_time).count());
@@ -174,6 +179,9 @@ TrainResult Trainer::run() {
   }
   backend_->synchronize();
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  const kernels::TransferStats end_transfers = backend_->transfers();
+  result.transfers.host_to_device = end_transfers.host_to_device - start_transfers.host_to_device - eval_transfers.host_to_device;
+  result.transfers.device_to_host = end_transfers.device_to_host - start_transfers.device_to_host - eval_transfers.device_to_host;
   result.steps = total_steps_ - start_step_;
   result.samples_per_s = double(result.steps) * batch * source_->predictions_per_row() / std::max(secs, 1e-9);
   result.test = evaluate();

@@ -60,6 +60,7 @@ struct TrainResult {
   double final_train_loss = 0;
   EvalResult test;                     // this peer's own model
   std::optional<EvalResult> averaged;  // the global average of all peers' models, when there is one
+  kernels::TransferStats transfers;    // host<->device bytes of the training steps (a device backend)
 };
 
 class Trainer {
