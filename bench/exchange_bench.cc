@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "common/error.h"
 #include "common/flags.h"
 #include "algorithms/collectives.h"
 #include "algorithms/gossip_step.h"
@@ -64,7 +65,7 @@ double run_peer(int rank, int n, size_t floats, const std::string& algo, int rou
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   Flags flags("exchange_bench");
   flags.add_string("n", "peers", "4");
   flags.add_string("floats", "floats in the exchanged buffer", "4194304");
@@ -76,16 +77,19 @@ int main(int argc, char** argv) {
   flags.add_string("max_norm_ratio", "gossip outlier screen, as algorithm.max_norm_ratio (gossip-peer's default)", "10");
   flags.add_string("wire", "gossip and push-sum values on the wire: f32 or bf16 (algorithm.wire)", "f32");
   flags.add_bool("single_copy", "peers copy each other's chunks out of the sender's memory (algorithm.single_copy)");
+  flags.add_bool("help", "print this help");
   flags.parse(argc, argv);
+  if (flags.get_bool("help")) {
+    std::fputs(flags.usage().c_str(), stdout);
+    return 0;
+  }
+  if (!flags.positional().empty()) throw Error("exchange_bench", "unexpected argument '" + flags.positional()[0] + "'\n" + flags.usage());
   peer::tune_allocator_for_large_messages();
   const int n = static_cast<int>(flags.get_int("n"));
   const size_t floats = static_cast<size_t>(flags.get_int("floats"));
   const std::string algo = flags.get_string("algo");
   const std::string wire = flags.get_string("wire");
-  if (wire != "f32" && wire != "bf16") {
-    std::fprintf(stderr, "exchange_bench: --wire must be f32 or bf16, not '%s'\n", wire.c_str());
-    return 2;
-  }
+  if (wire != "f32" && wire != "bf16") throw Error("exchange_bench", "--wire must be f32 or bf16, not '" + wire + "'");
   char tmpl[] = "/tmp/gossip-bench-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
   std::vector<pid_t> pids;
@@ -125,3 +129,5 @@ int main(int argc, char** argv) {
   std::printf("%s n %d floats %zu seconds_per_round %.6f\n", algo.c_str(), n, floats, worst);
   return 0;
 }
+
+int main(int argc, char** argv) { return guarded_main(argc, argv, run); }

@@ -13,7 +13,14 @@
 namespace {
 
 int run(int argc, char** argv) {
-  if (argc != 3) throw gossip::Error("peer_mix_bench", "usage: peer_mix_bench FLOATS ROUNDS (under gossip-launch -- )");
+  const std::string usage = "usage: gossip-launch CONFIG -- peer_mix_bench FLOATS ROUNDS\n";
+  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::fputs(usage.c_str(), stdout);
+    return 0;
+  }
+  if (argc != 3 || std::string(argv[1]).find_first_not_of("0123456789") != std::string::npos ||
+      std::string(argv[2]).find_first_not_of("0123456789") != std::string::npos)
+    throw gossip::Error("peer_mix_bench", "expected two counts\n" + usage);
   const size_t floats = std::stoul(argv[1]);
   const int rounds = std::stoi(argv[2]);
   gossip::PeerOptions o = gossip::PeerOptions::from_environment();

@@ -54,6 +54,21 @@ TEST(GossipPeer, WrongFlagsAreExitCodeTwo) {
   EXPECT_NE(missing.output.find("--config"), std::string::npos);
 }
 
+// Every binary, the benchmarks' too: --help prints the usage and exits 0; a wrong flag or argument
+// prints the usage and exits 2 (never an abort).
+TEST(AllBinaries, HelpAndWrongFlagsGiveTheUsage) {
+  for (const char* name : {"gossip-peer", "gossip-launch", "gossip-consensus", "gossip-topology", "gossip-keygen",
+                           "train_bench", "exchange_bench", "peer_mix_bench"}) {
+    const auto help = run_command(testing::bin(name) + " --help");
+    EXPECT_EQ(help.exit_code, 0) << name << "\n" << help.output;
+    EXPECT_NE(help.output.find("usage"), std::string::npos) << name << "\n" << help.output;
+    const auto wrong = run_command(testing::bin(name) + " --no-such-flag");
+    EXPECT_EQ(wrong.exit_code, 2) << name << "\n" << wrong.output;
+    EXPECT_NE(wrong.output.find("usage"), std::string::npos) << name << "\n" << wrong.output;
+    EXPECT_EQ(wrong.output.find("terminate called"), std::string::npos) << name << "\n" << wrong.output;
+  }
+}
+
 // `gossip-launch CONFIG -- CMD`: CMD runs once per rank, told its rank and the config through the
 // environment; its output is prefixed and a failing rank fails the launch.
 TEST(GossipLaunch, StartsACommandPerRank) {
