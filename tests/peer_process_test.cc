@@ -7,7 +7,10 @@
 #include <map>
 #include <sys/stat.h>
 
+#include "kernels/backend.h"
+#include "model/mlp.h"
 #include "process_util.h"
+#include "topology/analysis.h"
 
 namespace gossip {
 namespace {
@@ -153,6 +156,43 @@ TEST(PeerProcesses, PureAveragingRingDecaysAtRhoSquared) {
   for (int k = 8; k < 12; ++k) {
     const double ratio = xi[k + 1].first / xi[k].first;
     EXPECT_NEAR(ratio, rho * rho, 0.1 * rho * rho) << "round " << k;
+  }
+}
+
+// Random matchings among 7 peers (odd: a triangle every round): every peer draws the same
+// matching from the run's seed, so the measured Ξ after each round is the one the topology
+// library's W(k)⋯W(0) gives for the peers' initial models (made here as the trainer makes them).
+TEST(PeerProcesses, PureAveragingRandomMatchingFollowsTheLibrary) {
+  TempDir dir;
+  const int n = 7, rounds = 12;
+  auto r = launch(dir, pure_averaging(n, "random_matching"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto measured = consensus_by_step(r.output);
+  auto backend = kernels::make_cpu_backend();
+  std::vector<std::vector<double>> x;
+  for (int rank = 0; rank < n; ++rank) {
+    model::Mlp m(*backend, {32, 32, 4}, 1);
+    m.init(3 + 1000003ull * (rank + 1));  // seed 3, init: per_rank
+    const std::vector<float> p = m.download_params();
+    x.emplace_back(p.begin(), p.end());
+  }
+  const topology::Graph graph{topology::Kind::kRandomMatching, 0, {}, 3};
+  for (int k = 0; k < rounds; ++k) {
+    const topology::Matrix w = topology::mixing_matrix(graph, n, k);
+    std::vector<std::vector<double>> next(n, std::vector<double>(x[0].size(), 0.0));
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j)
+        if (w.at(i, j) != 0)
+          for (size_t f = 0; f < x[0].size(); ++f) next[i][f] += w.at(i, j) * x[j][f];
+    x = std::move(next);
+    double xi = 0;
+    for (size_t f = 0; f < x[0].size(); ++f) {
+      double mean = 0;
+      for (int i = 0; i < n; ++i) mean += x[i][f] / n;
+      for (int i = 0; i < n; ++i) xi += (x[i][f] - mean) * (x[i][f] - mean) / n;
+    }
+    ASSERT_TRUE(measured.count(k + 1)) << r.output;
+    EXPECT_NEAR(measured.at(k + 1).first, xi, 1e-4 * xi) << "after round " << k;
   }
 }
 

@@ -45,6 +45,19 @@ TEST(GossipTopology, EdgeListFromAConfig) {
   EXPECT_NE(r.output.find("\"topology\": \"edge_list\", \"n\": 6"), std::string::npos) << r.output;
 }
 
+// Random matchings: a new matching every round (from --seed), analysed over the first τ rounds.
+TEST(GossipTopology, RandomMatchingIsAnalysedOverItsFirstRounds) {
+  auto r = run_command(testing::bin("gossip-topology") + " --topology random_matching --n 8 --seed 5 --rounds 6");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("new every round; the first 3 rounds"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rho (3-round product)"), std::string::npos) << r.output;
+  auto xi = capture_all(r.output, R"(round +\d+  ([0-9.e+-]+))");
+  ASSERT_EQ(xi.size(), 7u) << r.output;
+  EXPECT_LT(xi[6], 0.01 * xi[0]) << "a matching halves Ξ in expectation (a repeated one leaves it)\n" << r.output;
+  auto again = run_command(testing::bin("gossip-topology") + " --topology random_matching --n 8 --seed 5 --rounds 6");
+  EXPECT_EQ(again.output, r.output) << "the same seed gives the same matchings";
+}
+
 TEST(GossipPeer, WrongFlagsAreExitCodeTwo) {
   auto r = run_command(testing::bin("gossip-peer") + " --confg x.yaml");
   EXPECT_EQ(r.exit_code, 2);

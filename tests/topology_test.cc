@@ -80,7 +80,62 @@ TEST_P(DoublyStochasticGraphs, RowsAndColumnsSumToOneEveryRound) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, DoublyStochasticGraphs,
-                         ::testing::Values(Kind::kExponential, Kind::kOnePeerExponential));
+                         ::testing::Values(Kind::kExponential, Kind::kOnePeerExponential, Kind::kRandomMatching));
+
+// Every round of a random matching pairs the peers (½/½, symmetric); for odd n the last three of
+// the shuffle average as a triangle (1/3 each) and nobody is left out.
+TEST(RandomMatching, EveryRoundAPerfectMatchingOrOneTriangle) {
+  for (int n = 1; n <= 33; ++n)
+    for (int64_t round = 0; round < 20; ++round) {
+      const Graph g{Kind::kRandomMatching, 0, {}, 7};
+      const Matrix w = mixing_matrix(g, n, round);
+      int in_triangle = 0;
+      for (int r = 0; r < n; ++r) {
+        const Neighbours nb = neighbours(g, n, r, round);
+        for (int j = 0; j < n; ++j) ASSERT_NEAR(w.at(r, j), w.at(j, r), 1e-15) << n << " " << round;
+        if (n == 1) {
+          EXPECT_TRUE(nb.in.empty());
+        } else if (nb.in.size() == 2) {
+          ++in_triangle;
+          EXPECT_NEAR(nb.self_weight, 1.0 / 3, 1e-15);
+        } else {
+          ASSERT_EQ(nb.in.size(), 1u) << "n " << n << " rank " << r << " round " << round;
+          EXPECT_EQ(nb.self_weight, 0.5);
+          EXPECT_EQ(nb.in[0].weight, 0.5);
+        }
+      }
+      EXPECT_EQ(in_triangle, n % 2 == 1 && n > 1 ? 3 : 0) << "n " << n << " round " << round;
+    }
+}
+
+// The matching is a pure function of (seed, round, n): the same on every call (every peer), new
+// every round and for every seed, and over many rounds each partner equally likely.
+TEST(RandomMatching, DrawnFromTheSharedSeedAndTheRound) {
+  const int n = 8;
+  const Graph a{Kind::kRandomMatching, 0, {}, 1}, b{Kind::kRandomMatching, 0, {}, 2};
+  EXPECT_EQ(matching_order(1, 5, n), matching_order(1, 5, n));
+  int differs_by_round = 0, differs_by_seed = 0;
+  for (int64_t round = 0; round < 10; ++round) {
+    differs_by_round += neighbours(a, n, 0, round).in[0].peer != neighbours(a, n, 0, round + 1).in[0].peer;
+    differs_by_seed += neighbours(a, n, 0, round).in[0].peer != neighbours(b, n, 0, round).in[0].peer;
+  }
+  EXPECT_GE(differs_by_round, 5);
+  EXPECT_GE(differs_by_seed, 5);
+  std::vector<int> partner(n, 0);
+  const int rounds = 70000;
+  for (int64_t round = 0; round < rounds; ++round) ++partner[neighbours(a, n, 0, round).in[0].peer];
+  EXPECT_EQ(partner[0], 0);
+  for (int p = 1; p < n; ++p) EXPECT_NEAR(partner[p], rounds / 7.0, 0.03 * rounds / 7.0) << p;
+}
+
+// Pure averaging: a random matching halves Ξ per round in expectation, far faster than a ring.
+TEST(RandomMatching, AveragesFasterThanARing) {
+  const int n = 16, rounds = 10;
+  const std::vector<double> matching = simulate_consensus(Graph{Kind::kRandomMatching, 0, {}, 3}, n, rounds, 64, 1);
+  const std::vector<double> ring = simulate_consensus(graph_of(Kind::kRing), n, rounds, 64, 1);
+  EXPECT_LT(matching[rounds], 0.01 * matching[0]);
+  EXPECT_LT(matching[rounds], 0.1 * ring[rounds]);
+}
 
 TEST(PushSumGraph, ColumnStochasticForN1To32) {
   Graph g = graph_of(Kind::kPushSumOnePeerExponential);

@@ -45,9 +45,15 @@ void print_json(const topology::Graph& graph, int n, const topology::Report& rep
 void print_text(const topology::Graph& graph, int n, const topology::Report& report, const std::vector<double>& xi,
                 int dim) {
   const std::string name = topology::kind_name(graph.kind);
-  std::cout << "topology " << name << ", n = " << n << ", period " << report.period << "\n";
+  // Random matchings never repeat: their "period" is the window of rounds analysed.
+  const bool aperiodic = graph.kind == topology::Kind::kRandomMatching;
+  std::cout << "topology " << name << ", n = " << n
+            << (aperiodic ? ", new every round; the first " + std::to_string(report.period) + " rounds"
+                          : ", period " + std::to_string(report.period))
+            << "\n";
   for (int r = 0; r < report.period; ++r) {
-    if (report.period > 1) std::cout << "round " << r << " (mod " << report.period << ")\n";
+    if (aperiodic) std::cout << "round " << r << "\n";
+    else if (report.period > 1) std::cout << "round " << r << " (mod " << report.period << ")\n";
     std::cout << "rank  self    in (peer:weight)             out (peer:weight)\n";
     for (int i = 0; i < n; ++i) {
       topology::Neighbours nb = topology::neighbours(graph, n, i, r);
@@ -84,7 +90,7 @@ int run(int argc, char** argv) {
   flags.add_string("rows", "torus rows (0 = most square)", "0");
   flags.add_string("rounds", "rounds of simulated pure averaging", "10");
   flags.add_string("dim", "floats per peer in the simulation", "32");
-  flags.add_string("seed", "seed of the simulation's random start", "1");
+  flags.add_string("seed", "seed of the simulation's random start and of random matchings (a config's: its own)", "1");
   flags.add_string("format", "text or json", "text");
   flags.add_bool("help", "print this help");
   flags.parse(argc, argv);
@@ -101,6 +107,7 @@ int run(int argc, char** argv) {
   } else {
     graph.kind = topology::parse_kind(flags.get_string("topology"));
     graph.torus_rows = static_cast<int>(flags.get_int("rows"));
+    graph.seed = static_cast<uint64_t>(flags.get_int("seed"));
     n = static_cast<int>(flags.get_int("n"));
     if (graph.kind == topology::Kind::kEdgeList)
       throw Error("gossip-topology", "edge_list needs --config with a topology.edges list");

@@ -90,6 +90,7 @@ void parse_peers(MapReader& top, RunConfig& cfg) {
 }
 
 void parse_topology(MapReader& top, RunConfig& cfg) {
+  cfg.topology.seed = cfg.seed;  // random matchings: every peer draws the same ones
   if (!top.has("topology")) return;
   YAML::Node node = top.get("topology");
   auto kind_of = [&](const YAML::Node& at, const std::string& name, const std::string& field) {

@@ -22,6 +22,7 @@ constexpr Entry kKinds[] = {
     {"torus", Kind::kTorus},
     {"edge_list", Kind::kEdgeList},
     {"push_sum_one_peer_exponential", Kind::kPushSumOnePeerExponential},
+    {"random_matching", Kind::kRandomMatching},
 };
 
 int mod(int64_t a, int n) { return static_cast<int>(((a % n) + n) % n); }
@@ -70,6 +71,31 @@ Neighbours torus(const Graph& g, int n, int rank) {
   acc.add(mod(r + 1, rows) * cols + c, 0.2);
   acc.add(r * cols + mod(c - 1, cols), 0.2);
   acc.add(r * cols + mod(c + 1, cols), 0.2);
+  auto links = acc.links();
+  return {acc.self(), links, links};
+}
+
+// SplitMix64 (Steele et al. 2014): a portable, well-mixed stream from one 64-bit state.
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+Neighbours random_matching(const Graph& g, int n, int rank, int64_t round) {
+  if (n == 1) return {1.0, {}, {}};
+  const std::vector<int> p = matching_order(g.seed, round, n);
+  const int pos = static_cast<int>(std::find(p.begin(), p.end(), rank) - p.begin());
+  Accumulator acc(rank);
+  if (n % 2 == 1 && pos >= n - 3) {  // the triangle
+    acc.add_self(1.0 / 3);
+    for (int k = n - 3; k < n; ++k)
+      if (k != pos) acc.add(p[k], 1.0 / 3);
+  } else {
+    acc.add_self(0.5);
+    acc.add(p[pos ^ 1], 0.5);
+  }
   auto links = acc.links();
   return {acc.self(), links, links};
 }
@@ -128,7 +154,8 @@ int tau(int n) {
 }
 
 int period(const Graph& graph, int n) {
-  const bool one_peer = graph.kind == Kind::kOnePeerExponential || graph.kind == Kind::kPushSumOnePeerExponential;
+  const bool one_peer = graph.kind == Kind::kOnePeerExponential || graph.kind == Kind::kPushSumOnePeerExponential ||
+                        graph.kind == Kind::kRandomMatching;
   return one_peer ? std::max(1, tau(n)) : 1;
 }
 
@@ -175,8 +202,22 @@ Neighbours neighbours(const Graph& graph, int n, int rank, int64_t round) {
       return torus(graph, n, rank);
     case Kind::kEdgeList:
       return metropolis(graph, n, rank);
+    case Kind::kRandomMatching:
+      return random_matching(graph, n, rank, round);
   }
   throw Error("topology", "unhandled kind");
+}
+
+std::vector<int> matching_order(uint64_t seed, int64_t round, int n) {
+  std::vector<int> p(n);
+  for (int i = 0; i < n; ++i) p[i] = i;
+  uint64_t state = seed;
+  state = splitmix64(state) ^ static_cast<uint64_t>(round);
+  for (int i = n - 1; i > 0; --i) {  // Fisher–Yates (the modulo's bias is below 2^-40 for n < 2^24)
+    const int j = static_cast<int>(splitmix64(state) % static_cast<uint64_t>(i + 1));
+    std::swap(p[i], p[j]);
+  }
+  return p;
 }
 
 void validate_edge_list(const std::vector<std::pair<int, int>>& edges, int n) {

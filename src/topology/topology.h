@@ -22,6 +22,8 @@ enum class Kind {
   kTorus,                 // 2-D torus, 4 neighbours, 1/5 each
   kEdgeList,              // undirected graph from an edge list, Metropolis–Hastings weights
   kPushSumOnePeerExponential,  // SGP's directed graph: round k send ½ to i+2^(k mod τ)
+  kRandomMatching,        // round k: a random perfect matching from (seed, k), ½ with the partner;
+                          // odd n: the last three of the shuffle average as a triangle, 1/3 each
 };
 
 struct Link {
@@ -39,6 +41,7 @@ struct Graph {
   Kind kind = Kind::kRing;
   int torus_rows = 0;                     // kTorus: rows (0 = most square factorisation of n)
   std::vector<std::pair<int, int>> edges;  // kEdgeList: undirected edges between peer ids
+  uint64_t seed = 0;                      // kRandomMatching: shared by all peers (the run's seed)
 };
 
 // Parses "ring", "exponential", "one_peer_exponential", "complete", "torus", "edge_list",
@@ -51,7 +54,8 @@ std::vector<std::string> kind_names();
 
 // ⌈log2 n⌉ (0 for n = 1).
 int tau(int n);
-// Number of rounds after which a time-varying graph repeats (1 for static graphs).
+// Number of rounds after which a time-varying graph repeats (1 for static graphs). Random
+// matchings never repeat: for them it is the window the analysis looks at, max(1, τ) rounds.
 int period(const Graph& graph, int n);
 // True for graphs whose W is only column-stochastic by construction (meant for push-sum).
 bool is_directed(Kind kind);
@@ -60,6 +64,10 @@ std::pair<int, int> torus_shape(const Graph& graph, int n);
 
 // Throws gossip::Error for n < 1, rank outside [0, n) or an invalid edge list for this n.
 Neighbours neighbours(const Graph& graph, int n, int rank, int64_t round);
+
+// Round `round`'s shuffle of 0..n−1 for kRandomMatching: (p[0], p[1]), (p[2], p[3]), ... are
+// matched; for odd n the last three form a triangle. The same on every peer (seed, round, n).
+std::vector<int> matching_order(uint64_t seed, int64_t round, int n);
 
 // Checks an edge list: ids in [0, n), no self loops, connected. Throws gossip::Error naming the
 // offending edge or the unreachable peer.
