@@ -196,6 +196,25 @@ TEST(CheckpointProcess, GroupKilledTogetherResumesFromTheNewestCommonStep) {
   EXPECT_EQ(final_crcs(resumed.output), want) << resumed.output;
 }
 
+// DiLoCo's outer state (x_start and the outer momentum) is in the checkpoint: a run resumed from
+// its last checkpoint, taken between two outer steps, ends with the uninterrupted run's models.
+TEST(CheckpointProcess, DilocoResumesWithItsOuterState) {
+  TempDir dir;
+  std::string text = yaml(3, dir.path() + "/d", 7, 2);
+  text.replace(text.find("{kind: gossip}"), std::string("{kind: gossip}").size(), "{kind: diloco, inner_steps: 4}");
+  const std::string cfg = dir.write("diloco.yaml", text);
+  std::vector<std::string> want;
+  uninterrupted(testing::bin("gossip-launch") + " " + cfg, 3, &want);
+  if (HasFailure()) return;
+  const std::vector<int64_t> steps = list_checkpoints(dir.path() + "/d", 0);
+  ASSERT_FALSE(steps.empty());
+  ASSERT_NE(steps[0] % 4, 0) << "the newest checkpoint must fall between two outer steps";
+  const testing::CommandResult resumed = run_command(testing::bin("gossip-launch") + " --resume " + cfg, 150);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+  EXPECT_EQ(final_crcs(resumed.output), want) << resumed.output;
+}
+
 TEST(CheckpointProcess, ResumeWithoutCheckpointsIsAClearError) {
   TempDir dir;
   const std::string y = dir.write("run.yaml", yaml(1, dir.path() + "/none", 10, 1));

@@ -81,6 +81,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"model: {hidden: [10, -3]}\n", "model.hidden"},
         BadCase{"device: tpu\n", "field 'device'"},
         BadCase{"device_index: -2\n", "device_index"},
+        BadCase{"algorithm: {kind: gossip, inner_steps: 5}\n", "inner_steps is for kind: diloco"},
+        BadCase{"algorithm: {kind: diloco, global_average_every: 5}\n", "diloco averages every inner_steps"},
+        BadCase{"algorithm: {kind: diloco, outer_average: median}\n", "algorithm.outer_average"},
+        BadCase{"algorithm: {kind: diloco, wire: bf16}\n", "diloco's gossip average"},
         BadCase{"seed: [1, 2\n", "malformed YAML"},
         BadCase{"peers: {count: 3}\ntopology: {kind: edge_list, edges: [[0, 1]]}\n", "disconnected"},
         BadCase{"peers: {count: 3}\ntopology: {kind: edge_list, edges: [[0, 1], [1, 7]]}\n", "outside"},
@@ -174,7 +178,7 @@ TEST(Config, WireDefaultsToF32AndTakesBf16ForGossip) {
   EXPECT_EQ(parse_config("algorithm: {kind: gossip, wire: bf16, global_average_every: 6}", "t.yaml").algorithm.wire,
             Dtype::kBf16);
   EXPECT_EQ(parse_config("algorithm: {kind: push_sum, wire: bf16}", "t.yaml").algorithm.wire, Dtype::kBf16);
-  EXPECT_NE(error_of("algorithm: {kind: allreduce, wire: bf16}").find("is for gossip and push_sum"), std::string::npos);
+  EXPECT_NE(error_of("algorithm: {kind: allreduce, wire: bf16}").find("is for gossip, push_sum and diloco"), std::string::npos);
 }
 
 TEST(Config, MissingFileNamesIt) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <set>
 
 #include "process_util.h"
@@ -284,6 +285,33 @@ TEST(Elastic, PushSumSurvivesAJoinAndACrash) {
   if (testing::process_vm_readv_works()) {
     EXPECT_EQ(capture_all(out + j, R"(lent_MB ([0-9.]+))").size(), 5u) << out << j;
   }
+}
+
+// DiLoCo through a join and a crash: the joiner starts its inner steps from its contact's model
+// (x_start = that model, no outer momentum), the crashed peer's pseudo-gradient simply drops out
+// of the next all-reduce, and the 5 that finish end with one model.
+TEST(Elastic, DilocoSurvivesAJoinAndACrash) {
+  TempDir dir;
+  const std::string y =
+      dir.write("diloco.yaml", yaml(5, 120, 30, "topology: ring\nalgorithm: {kind: diloco, inner_steps: 8, "));
+  testing::BackgroundRun run(y, dir.path() + "/run.log");
+  ASSERT_FALSE(run.peer0_endpoint().empty()) << run.log();
+  testing::wait_for_text(dir.path() + "/run.log", "step 100/", 60);
+  start_joiner(dir, y, endpoint_of_rank(run.log(), 0), "join");
+  testing::wait_for_text(dir.path() + "/join.log", "joined as peer", 60);
+  run_command("pkill -KILL -f '[g]ossip-peer --config " + y + " --rank 3 '", 10);
+  const std::string out = wait_for_end(dir.path() + "/run.log", 150);
+  const std::string j = testing::wait_for_text(dir.path() + "/join.log", "final:", 60);
+  EXPECT_NE(out.find("4 of 5 peers succeeded, 1 distinct final model"), std::string::npos) << out << j;
+  EXPECT_NE(out.find("5 members (gone: 3, joined: 0)"), std::string::npos) << out;
+  const std::vector<double> acc = averaged(out + j);
+  ASSERT_EQ(acc.size(), 5u) << out << j;
+  for (double x : acc) EXPECT_GE(x, 0.8) << out << j;
+  std::set<std::string> crcs;
+  const std::string all = out + j;
+  const std::regex crc(R"(params_crc ([0-9a-f]+))");
+  for (auto it = std::sregex_iterator(all.begin(), all.end(), crc); it != std::sregex_iterator(); ++it) crcs.insert((*it)[1]);
+  EXPECT_EQ(crcs.size(), 1u) << "the joiner too ends with the run's model\n" << all;
 }
 
 // A joiner with another model shape is refused by its contact, with a reason, at once.

@@ -2,6 +2,7 @@
 // rendezvous directory), started by gossip-launch, for every algorithm.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <map>
@@ -97,6 +98,24 @@ TEST(PeerProcesses, LocalSgdAndAllReduce4) {
   auto r = launch(dir, config(4, "ring", "allreduce", "consensus_every: 1\n"));
   expect_all_trained(r, 4, 0.9);
   for (auto [step, v] : consensus_by_step(r.output)) EXPECT_LT(v.second, 1e-12) << "all-reduce keeps Ξ = 0, step " << step;
+}
+
+// Decentralized DiLoCo, its pseudo-gradients averaged by the ring all-reduce or by a gossip round
+// every 10 steps: both train, sending a fraction of what gossip every step sends.
+TEST(PeerProcesses, DilocoTrainsSendingAFractionOfGossip) {
+  TempDir dir;
+  auto sent = [](const testing::CommandResult& r) {
+    const std::vector<double> mb = capture_all(r.output, R"(sent_MB ([0-9.]+))");
+    return mb.empty() ? 0.0 : *std::max_element(mb.begin(), mb.end());
+  };
+  const auto gossip = launch(dir, config(4, "ring", "gossip"));
+  expect_all_trained(gossip, 4, 0.9);
+  for (const char* average : {"allreduce", "gossip"}) {
+    const auto r = launch(dir, config(4, "ring", std::string("{kind: diloco, inner_steps: 10, outer_average: ") + average + "}"));
+    expect_all_trained(r, 4, 0.9);
+    EXPECT_LT(sent(r), sent(gossip) / 5) << average << "\n" << r.output;
+    EXPECT_GT(sent(r), 0.0) << r.output;
+  }
 }
 
 // Gossip-PGA: Ξ is 0 (to float rounding) right after every H-th step, and not in between.

@@ -169,25 +169,38 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
     r.read_number("max_norm_ratio", a.max_norm_ratio, 0, 1e30);
     r.read_choice("wire", a.wire, {{"f32", Dtype::kF32}, {"bf16", Dtype::kBf16}});
     r.read("single_copy", a.single_copy, "true or false");
+    r.read_number("inner_steps", a.inner_steps, 1, 1e9);
+    r.read_number("outer_lr", a.outer_lr, 0, 100);
+    r.read_number("outer_momentum", a.outer_momentum, 0, 0.999999);
+    r.read_choice("outer_average", a.outer_average, {{"allreduce", OuterAverage::kAllReduce}, {"gossip", OuterAverage::kGossip}});
+    r.read_number("gossip_rounds", a.gossip_rounds, 1, 1000);
+    if (kind != "diloco")
+      for (const char* f : {"inner_steps", "outer_lr", "outer_momentum", "outer_average", "gossip_rounds"})
+        if (r.has(f)) r.fail(r.get(f), std::string(f) + " is for kind: diloco", f);
     r.finish();
   }
   static const std::pair<const char*, Algorithm> kinds[] = {{"none", Algorithm::kNone},
                                                             {"gossip", Algorithm::kGossip},
                                                             {"push_sum", Algorithm::kPushSum},
                                                             {"local_sgd", Algorithm::kLocalSgd},
-                                                            {"allreduce", Algorithm::kAllReduce}};
+                                                            {"allreduce", Algorithm::kAllReduce},
+                                                            {"diloco", Algorithm::kDiloco}};
   for (auto [name, k] : kinds)
     if (kind == name) {
       a.kind = k;
       if (k == Algorithm::kLocalSgd && a.global_average_every == 0)
         top.fail(node, "local_sgd needs global_average_every: H > 0", "algorithm");
       if (k == Algorithm::kAllReduce) a.global_average_every = 1;
-      if (a.wire != Dtype::kF32 && k != Algorithm::kGossip && k != Algorithm::kPushSum)
+      if (k == Algorithm::kDiloco && a.global_average_every > 0)
+        top.fail(node["global_average_every"], "diloco averages every inner_steps steps itself", "algorithm.global_average_every");
+      const bool gossip_wire = k == Algorithm::kGossip || k == Algorithm::kPushSum ||
+                               (k == Algorithm::kDiloco && a.outer_average == OuterAverage::kGossip);
+      if (a.wire != Dtype::kF32 && !gossip_wire)
         top.fail(node["wire"], "wire: " + dtype_name(a.wire) +
-                                   " is for gossip and push_sum (global averages stay f32)", "algorithm.wire");
+                                   " is for gossip, push_sum and diloco's gossip average (all-reduces stay f32)", "algorithm.wire");
       return;
     }
-  top.fail(node, "unknown algorithm '" + kind + "' (valid: none, gossip, push_sum, local_sgd, allreduce)", "algorithm");
+  top.fail(node, "unknown algorithm '" + kind + "' (valid: none, gossip, push_sum, local_sgd, allreduce, diloco)", "algorithm");
 }
 
 RunConfig parse_config_unguarded(const std::string& yaml_text, const std::string& file_name);
@@ -201,6 +214,7 @@ std::string algorithm_name(Algorithm a) {
     case Algorithm::kPushSum: return "push_sum";
     case Algorithm::kLocalSgd: return "local_sgd";
     case Algorithm::kAllReduce: return "allreduce";
+    case Algorithm::kDiloco: return "diloco";
   }
   return "?";
 }
@@ -272,7 +286,9 @@ RunConfig parse_config_unguarded(const std::string& yaml_text, const std::string
     throw Error(file_name, "field 'algorithm.single_copy': not with security (a peer would read its neighbours' memory "
                            "outside the authenticated channel); use one or the other");
   // push-sum works on any column-stochastic graph, and every kind here is at least that.
-  if (cfg.algorithm.kind == Algorithm::kGossip && topology::is_directed(cfg.topology.kind))
+  const bool gossips = cfg.algorithm.kind == Algorithm::kGossip ||
+                       (cfg.algorithm.kind == Algorithm::kDiloco && cfg.algorithm.outer_average == OuterAverage::kGossip);
+  if (gossips && topology::is_directed(cfg.topology.kind))
     throw Error(file_name, "field 'topology': " + topology::kind_name(cfg.topology.kind) +
                                " is only column-stochastic; use algorithm push_sum with it");
   return cfg;

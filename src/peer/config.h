@@ -30,7 +30,8 @@ struct PeersConfig {
   int count() const { return static_cast<int>(list.size()); }
 };
 
-enum class Algorithm { kNone, kGossip, kPushSum, kLocalSgd, kAllReduce };
+enum class Algorithm { kNone, kGossip, kPushSum, kLocalSgd, kAllReduce, kDiloco };
+enum class OuterAverage { kAllReduce, kGossip };  // DiLoCo: how the pseudo-gradients are averaged
 
 struct AlgorithmConfig {
   Algorithm kind = Algorithm::kNone;  // none = independent training (single peer)
@@ -47,6 +48,13 @@ struct AlgorithmConfig {
   // (process_vm_readv): one copy instead of the socket's two, and no checksum pass. Where a
   // neighbour cannot be read (another host, no ptrace permission) its values come over the socket.
   bool single_copy = false;
+  // DiLoCo: `inner_steps` local steps, then the pseudo-gradients averaged by `outer_average`
+  // (allreduce: exact; gossip: `gossip_rounds` rounds on the topology) and an outer Nesterov step.
+  int inner_steps = 50;
+  double outer_lr = 0.7;
+  double outer_momentum = 0.9;
+  OuterAverage outer_average = OuterAverage::kAllReduce;
+  int gossip_rounds = 1;
 };
 
 enum class Dataset { kFashionMnist, kSynthetic, kText };  // YAML: fashion-mnist | synthetic | text

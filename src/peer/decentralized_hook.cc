@@ -21,7 +21,10 @@ DecentralizedHook::DecentralizedHook(const RunConfig& config, Transport& transpo
       allreduce_(transport, static_cast<size_t>(config.algorithm.chunk_bytes) / sizeof(float), config.algorithm.timeout_s),
       membership_(membership) {
   const size_t chunk = static_cast<size_t>(algo_.chunk_bytes) / sizeof(float);
-  if (algo_.kind == Algorithm::kGossip)
+  const bool diloco_gossip = algo_.kind == Algorithm::kDiloco && algo_.outer_average == OuterAverage::kGossip;
+  if (algo_.kind == Algorithm::kDiloco)
+    diloco_.emplace(floats, static_cast<float>(algo_.outer_lr), static_cast<float>(algo_.outer_momentum));
+  if (algo_.kind == Algorithm::kGossip || diloco_gossip)
     gossip_.emplace(transport, config.topology, floats, chunk, algo_.timeout_s, algo_.max_norm_ratio, algo_.wire);
   if (algo_.kind == Algorithm::kPushSum)
     push_sum_.emplace(transport, config.topology, floats, chunk, algo_.timeout_s, algo_.overlap, algo_.max_staleness,
@@ -44,6 +47,23 @@ void DecentralizedHook::before_step(int64_t, model::Model& model) {
     push_sum_->init(host_params(model));
     push_sum_started_ = true;
   }
+  if (diloco_ && !diloco_->started()) diloco_->start(host_params(model), true);
+}
+
+void DecentralizedHook::outer_step(int64_t step, float* x) {
+  delta_.resize(floats_);
+  diloco_->pseudo_gradient(x, delta_.data());
+  if (algo_.outer_average == OuterAverage::kAllReduce) {
+    global_average(delta_.data());
+  } else {  // gossip rounds, numbered by outer step so that every peer uses the same graphs
+    delta_out_.resize(floats_);
+    const int64_t outer = (step + 1) / algo_.inner_steps - 1;
+    for (int r = 0; r < algo_.gossip_rounds; ++r) {
+      gossip_->step(static_cast<uint64_t>(outer * algo_.gossip_rounds + r), delta_.data(), delta_out_.data());
+      delta_.swap(delta_out_);
+    }
+  }
+  diloco_->outer_step(delta_.data(), x);
 }
 
 void DecentralizedHook::global_average(float* x) {
@@ -81,7 +101,13 @@ bool DecentralizedHook::guarded(int64_t round, model::Model& model, F&& f) {
 }
 
 void DecentralizedHook::mix(int64_t step, model::Model& model) {
+  if (diloco_ && (step + 1) % algo_.inner_steps != 0) return;  // an inner step: nothing to exchange
   float* x = host_params(model);
+  if (diloco_) {
+    outer_step(step, x);
+    store_params(model);
+    return;
+  }
   const int h = algo_.global_average_every;
   if (h > 0 && (step + 1) % h == 0) {
     global_average(x);
@@ -173,6 +199,7 @@ void DecentralizedHook::rejoin(const std::string& why, model::Model& model) {
   receive_start_model(model, w.view.rank_of(w.contact_id), w.round);
   membership_->suspend_interrupts(false);
   if (push_sum_ && push_sum_started_) push_sum_->init(host_params(model));
+  if (diloco_) diloco_->start(host_params(model), true);  // the contact's model, no outer momentum
   resume_round_ = w.round;
   rejoined_at_ = w.round;
   reshard_ = true;
@@ -276,11 +303,16 @@ bool DecentralizedHook::finish(model::Model& model) {
 namespace gossip::peer {
 
 std::vector<float> DecentralizedHook::save_state() {
+  if (diloco_) return diloco_->started() ? diloco_->save_state() : std::vector<float>{};
   if (!push_sum_ || !push_sum_started_) return {};
   return push_sum_->save_state();
 }
 
 void DecentralizedHook::restore_state(const std::vector<float>& state) {
+  if (diloco_ && !state.empty()) {
+    diloco_->restore_state(state, "peer " + std::to_string(t_->rank()));
+    return;
+  }
   if (!push_sum_ || state.empty()) return;
   push_sum_->restore_state(state, "peer " + std::to_string(t_->rank()));
   push_sum_started_ = true;

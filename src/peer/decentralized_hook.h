@@ -1,6 +1,6 @@
 // Plugs an algorithm into the training loop: after each local step it mixes the parameter buffer
 // (gossip or push-sum), every H-th step it replaces that by an exact global average among the
-// peers (Gossip-PGA, local SGD, all-reduce), it measures the consensus distance
+// peers (Gossip-PGA, local SGD, all-reduce) or takes DiLoCo's outer step, it measures the consensus distance
 // Ξ = (1/n)·Σ‖x_i − x̄‖² on request, and at the end it averages the models.
 #pragma once
 
@@ -11,6 +11,7 @@
 
 #include "algorithms/collectives.h"
 #include "algorithms/consensus.h"
+#include "algorithms/diloco_step.h"
 #include "peer/config.h"
 #include "control/control.h"
 #include "algorithms/gossip_step.h"
@@ -65,6 +66,8 @@ class DecentralizedHook final : public StepHook {
   void log_consensus(int64_t step, const Consensus& c);
   void publish_members();  // "consensus step S xi Ξ rel Ξ/‖x̄‖²"
   void mix(int64_t step, model::Model& model);
+  // DiLoCo after every inner_steps-th step: average the pseudo-gradients, take the outer step.
+  void outer_step(int64_t step, float* x);
   // Runs a view change (`round`: the next round this peer would communicate in) and adapts the
   // algorithms to the new view.
   void change_view(int64_t round, model::Model& model);
@@ -84,6 +87,8 @@ class DecentralizedHook final : public StepHook {
   RingAllReduce allreduce_;
   std::optional<GossipStep> gossip_;
   std::optional<PushSumStep> push_sum_;
+  std::optional<DilocoStep> diloco_;
+  std::vector<float> delta_, delta_out_;  // DiLoCo: the pseudo-gradient and its gossip mix
   bool push_sum_started_ = false;
   ControlState* control_ = nullptr;
   Membership* membership_;
