@@ -140,8 +140,7 @@ void DecentralizedHook::after_step(int64_t step, model::Model& model) {
     if (step < resume_round_) break;  // a view change skipped this round: local step only
     if (guarded(step, model, [&] { mix(step, model); })) break;
   }
-  // A device model's parameters come down only where a snapshot or Ξ needs them (the mix above
-  // downloaded them once already).
+  // A device model's parameters come down only where a snapshot or Ξ needs them.
   if (control_) {
     control_->set_round(step + 1);
     if (control_->members_unresolved()) publish_members();
