@@ -15,7 +15,6 @@
 // Errors are gossip::Error (a std::runtime_error) naming the file, field or peer at fault.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>

@@ -4,14 +4,16 @@
     model = MyNet()
     flat = gossip.flatten_parameters(model)    # one float32 tensor; the parameters view it
     peer = gossip.Peer(flat)                    # config and rank from gossip-launch CONFIG -- CMD
-    for step in range(steps):
+    for step in range(peer.start_step, steps):  # 0, or a joiner's / a resumed run's first step
         ...; loss.backward(); opt.step()        # the optimiser updates the views in place
         peer.mix(step, flat)                    # the YAML's algorithm, in place, no copy
     peer.average(flat)                          # every peer ends with the exact average
     peer.close()
 
 Buffers are float32 C-contiguous numpy arrays or CPU torch tensors; anything else is a TypeError
-or ValueError, and the run's own errors are RuntimeErrors with gossip's message.
+or ValueError, and the run's own errors are RuntimeErrors with gossip's message. With
+`checkpoint: {dir, every}` in the YAML, mix() checkpoints the buffer and the algorithm's state;
+gossip-launch --resume (or Peer(..., resume=True)) restarts every peer from the newest common one.
 """
 from . import _gossip
 
