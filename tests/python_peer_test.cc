@@ -141,6 +141,7 @@ TEST(PythonPeer, CppPeerJoinsAPythonRun) {
   testing::BackgroundRun run(yaml, dir.path() + "/run.log",
                              "-- env PYTHONPATH=" + kPythonPath + " STEPS=300 FLOATS=1122 " + kPython + " " +
                                  GOSSIP_SOURCE_DIR + "/tests/python/crash.py");
+  testing::wait_for_text(dir.path() + "/run.log", "[peer 0] bound", 60);  // python3 starts slowly on a busy machine
   const std::string contact = run.peer0_endpoint();
   ASSERT_FALSE(contact.empty()) << run.log();
   testing::wait_for_text(dir.path() + "/run.log", "rank 1 pid", 60);
@@ -191,6 +192,7 @@ TEST(PythonPeer, ConsensusToolAgreesWithThePeers) {
   testing::BackgroundRun run(yaml, dir.path() + "/run.log",
                              "-- env PYTHONPATH=" + kPythonPath + " STEPS=300 " + kPython + " " + GOSSIP_SOURCE_DIR +
                                  "/tests/python/consensus.py");
+  testing::wait_for_text(dir.path() + "/run.log", "[peer 0] bound", 60);  // 4 imports of torch on a busy machine
   const std::string contact = run.peer0_endpoint();
   ASSERT_FALSE(contact.empty()) << run.log();
   const auto tool = run_command(testing::bin("gossip-consensus") + " --peer " + contact +
