@@ -193,11 +193,7 @@ TEST(Elastic, TwoPeersJoinARunningRingOfFour) {
   ASSERT_EQ(acc.size(), 6u) << out << ja << jb;
   for (double x : acc) EXPECT_GE(x, bar[0] - 0.02) << out;
   std::printf("averaged test accuracy: static 6 peers %.4f, 4 + 2 joined %.4f\n", bar[0], acc[0]);
-  std::set<std::string> crcs;
-  const std::regex crc(R"(params_crc ([0-9a-f]+))");
-  for (const std::string& t : {out, ja, jb})
-    for (auto it = std::sregex_iterator(t.begin(), t.end(), crc); it != std::sregex_iterator(); ++it) crcs.insert((*it)[1]);
-  EXPECT_EQ(crcs.size(), 1u) << "every member ends with the same averaged model";
+  EXPECT_EQ(testing::crcs_in(out + ja + jb).size(), 1u) << "every member ends with the same averaged model";
   EXPECT_NE(out.find("epoch 2: 6 members"), std::string::npos) << out;
   for (const std::string& t : {ja, jb}) {
     const std::vector<double> ms = capture_all(t, R"(, (\d+) ms after the join request)");
@@ -258,6 +254,19 @@ TEST(Elastic, CrashOfOneOfSixThenAGracefulLeave) {
               *std::min_element(agreed.begin(), agreed.end()), *std::max_element(agreed.begin(), agreed.end()));
 }
 
+// The run of `y` (5 peers) in the background; past step 100 a peer joins through rank 0 and then
+// rank 3 is killed with SIGKILL. *out and *joiner: the run's log and the joiner's, once both ended.
+void join_then_kill_rank_3(const TempDir& dir, const std::string& y, std::string* out, std::string* joiner) {
+  testing::BackgroundRun run(y, dir.path() + "/run.log");
+  ASSERT_FALSE(run.peer0_endpoint().empty()) << run.log();
+  testing::wait_for_text(dir.path() + "/run.log", "step 100/", 60);
+  start_joiner(dir, y, endpoint_of_rank(run.log(), 0), "join");
+  testing::wait_for_text(dir.path() + "/join.log", "joined as peer", 60);
+  run_command("pkill -KILL -f '[g]ossip-peer --config " + y + " --rank 3 '", 10);
+  *out = wait_for_end(dir.path() + "/run.log", 150);
+  *joiner = testing::wait_for_text(dir.path() + "/join.log", "final:", 60);
+}
+
 // Push-sum with overlap through a join and a crash: the weight rule ((x, w) ← (x/w, 1) at each
 // view change) keeps every survivor converging to one de-biased average. With single copy (the
 // gossip tests above use the sockets): chunks lent to the joiner, and to the peer that crashes.
@@ -268,14 +277,8 @@ TEST(Elastic, PushSumSurvivesAJoinAndACrash) {
   const std::string y = dir.write("ps.yaml", yaml(5, 120, 30,
                                                   "topology: push_sum_one_peer_exponential\nalgorithm: {kind: push_sum, "
                                                   "overlap: true, single_copy: true, "));
-  testing::BackgroundRun run(y, dir.path() + "/run.log");
-  ASSERT_FALSE(run.peer0_endpoint().empty()) << run.log();
-  testing::wait_for_text(dir.path() + "/run.log", "step 100/", 60);
-  start_joiner(dir, y, endpoint_of_rank(run.log(), 0), "join");
-  testing::wait_for_text(dir.path() + "/join.log", "joined as peer", 60);
-  run_command("pkill -KILL -f '[g]ossip-peer --config " + y + " --rank 3 '", 10);
-  const std::string out = wait_for_end(dir.path() + "/run.log", 150);
-  const std::string j = testing::wait_for_text(dir.path() + "/join.log", "final:", 60);
+  std::string out, j;
+  ASSERT_NO_FATAL_FAILURE(join_then_kill_rank_3(dir, y, &out, &j));
   EXPECT_NE(out.find("4 of 5 peers succeeded"), std::string::npos) << out << j;
   EXPECT_NE(out.find("6 members (gone: none, joined: 1)"), std::string::npos) << out;
   EXPECT_NE(out.find("5 members (gone: 3, joined: 0)"), std::string::npos) << out;
@@ -294,24 +297,14 @@ TEST(Elastic, DilocoSurvivesAJoinAndACrash) {
   TempDir dir;
   const std::string y =
       dir.write("diloco.yaml", yaml(5, 120, 30, "topology: ring\nalgorithm: {kind: diloco, inner_steps: 8, "));
-  testing::BackgroundRun run(y, dir.path() + "/run.log");
-  ASSERT_FALSE(run.peer0_endpoint().empty()) << run.log();
-  testing::wait_for_text(dir.path() + "/run.log", "step 100/", 60);
-  start_joiner(dir, y, endpoint_of_rank(run.log(), 0), "join");
-  testing::wait_for_text(dir.path() + "/join.log", "joined as peer", 60);
-  run_command("pkill -KILL -f '[g]ossip-peer --config " + y + " --rank 3 '", 10);
-  const std::string out = wait_for_end(dir.path() + "/run.log", 150);
-  const std::string j = testing::wait_for_text(dir.path() + "/join.log", "final:", 60);
+  std::string out, j;
+  ASSERT_NO_FATAL_FAILURE(join_then_kill_rank_3(dir, y, &out, &j));
   EXPECT_NE(out.find("4 of 5 peers succeeded, 1 distinct final model"), std::string::npos) << out << j;
   EXPECT_NE(out.find("5 members (gone: 3, joined: 0)"), std::string::npos) << out;
   const std::vector<double> acc = averaged(out + j);
   ASSERT_EQ(acc.size(), 5u) << out << j;
   for (double x : acc) EXPECT_GE(x, 0.8) << out << j;
-  std::set<std::string> crcs;
-  const std::string all = out + j;
-  const std::regex crc(R"(params_crc ([0-9a-f]+))");
-  for (auto it = std::sregex_iterator(all.begin(), all.end(), crc); it != std::sregex_iterator(); ++it) crcs.insert((*it)[1]);
-  EXPECT_EQ(crcs.size(), 1u) << "the joiner too ends with the run's model\n" << all;
+  EXPECT_EQ(testing::crcs_in(out + j).size(), 1u) << "the joiner too ends with the run's model\n" << out << j;
 }
 
 // A joiner with another model shape is refused by its contact, with a reason, at once.

@@ -18,6 +18,7 @@ namespace {
 
 using testing::capture_all;
 using testing::run_command;
+using testing::crcs_in;
 using testing::TempDir;
 
 // ~60 KB of word salad over a 40-word vocabulary: learnable, so bits per byte fall well below 8.
@@ -59,14 +60,6 @@ std::string yaml(const TempDir& dir, const std::string& kind, int n, const std::
 
 std::string wait_for_end(const std::string& log, int limit_s) {
   return testing::wait_for_text(log, "peers succeeded", limit_s);
-}
-
-std::set<std::string> crcs_in(const std::string& text) {
-  std::set<std::string> crcs;
-  const std::regex crc(R"(params_crc ([0-9a-f]+))");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), crc); it != std::sregex_iterator(); ++it)
-    crcs.insert((*it)[1]);
-  return crcs;
 }
 
 class ModelProcess : public ::testing::TestWithParam<std::string> {};

@@ -188,30 +188,20 @@ TEST(PeerProcesses, PureAveragingRandomMatchingFollowsTheLibrary) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto measured = consensus_by_step(r.output);
   auto backend = kernels::make_cpu_backend();
-  std::vector<std::vector<double>> x;
+  std::vector<double> x;  // peer r's parameters at [r·dim, (r+1)·dim)
+  int dim = 0;
   for (int rank = 0; rank < n; ++rank) {
     model::Mlp m(*backend, {32, 32, 4}, 1);
     m.init(3 + 1000003ull * (rank + 1));  // seed 3, init: per_rank
     const std::vector<float> p = m.download_params();
-    x.emplace_back(p.begin(), p.end());
+    x.insert(x.end(), p.begin(), p.end());
+    dim = static_cast<int>(p.size());
   }
-  const topology::Graph graph{topology::Kind::kRandomMatching, 0, {}, 3};
-  for (int k = 0; k < rounds; ++k) {
-    const topology::Matrix w = topology::mixing_matrix(graph, n, k);
-    std::vector<std::vector<double>> next(n, std::vector<double>(x[0].size(), 0.0));
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j)
-        if (w.at(i, j) != 0)
-          for (size_t f = 0; f < x[0].size(); ++f) next[i][f] += w.at(i, j) * x[j][f];
-    x = std::move(next);
-    double xi = 0;
-    for (size_t f = 0; f < x[0].size(); ++f) {
-      double mean = 0;
-      for (int i = 0; i < n; ++i) mean += x[i][f] / n;
-      for (int i = 0; i < n; ++i) xi += (x[i][f] - mean) * (x[i][f] - mean) / n;
-    }
+  const std::vector<double> xi = topology::consensus_trajectory(
+      topology::Graph{topology::Kind::kRandomMatching, 0, {}, 3}, n, rounds, dim, std::move(x));
+  for (int k = 0; k < rounds; ++k) {  // xi[k + 1]: after round k
     ASSERT_TRUE(measured.count(k + 1)) << r.output;
-    EXPECT_NEAR(measured.at(k + 1).first, xi, 1e-4 * xi) << "after round " << k;
+    EXPECT_NEAR(measured.at(k + 1).first, xi[k + 1], 1e-4 * xi[k + 1]) << "after round " << k;
   }
 }
 

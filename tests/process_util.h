@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,15 @@ inline std::vector<double> capture_all(const std::string& text, const std::strin
   for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it)
     out.push_back(std::stod((*it)[1].str()));
   return out;
+}
+
+// The distinct params_crc values in `text` (the final lines of peers): one model when size 1.
+inline std::set<std::string> crcs_in(const std::string& text) {
+  std::set<std::string> crcs;
+  const std::regex crc(R"(params_crc ([0-9a-f]+))");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), crc); it != std::sregex_iterator(); ++it)
+    crcs.insert((*it)[1]);
+  return crcs;
 }
 
 }  // namespace gossip::testing

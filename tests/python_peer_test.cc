@@ -120,11 +120,8 @@ TEST(PythonPeer, JoinsARunningCppRun) {
   ASSERT_EQ(norm.size(), 1u) << joined.output;
   EXPECT_GT(norm[0], 0.1) << "the joiner did not receive the run's model";
   EXPECT_NE(out.find("2 of 2 peers succeeded, 1 distinct final model"), std::string::npos) << out;
-  const std::regex crc(R"(params_crc ([0-9a-f]+))");
-  std::set<std::string> crcs;
-  const std::string all = out + joined.output;
-  for (auto it = std::sregex_iterator(all.begin(), all.end(), crc); it != std::sregex_iterator(); ++it) crcs.insert((*it)[1]);
-  EXPECT_EQ(crcs.size(), 1u) << "the C++ peers and the Python joiner hold one model\n" << all;
+  EXPECT_EQ(testing::crcs_in(out + joined.output).size(), 1u)
+      << "the C++ peers and the Python joiner hold one model\n" << out << joined.output;
 }
 
 // A C++ peer (gossip-peer --join, an MLP 32-32-2 on synthetic data: 1,122 parameters) joins a

@@ -105,6 +105,10 @@ std::vector<double> simulate_consensus(const Graph& graph, int n, int rounds, in
   std::normal_distribution<double> normal(0.0, 1.0);
   std::vector<double> x(size_t(n) * dim);
   for (double& v : x) v = normal(rng);
+  return consensus_trajectory(graph, n, rounds, dim, std::move(x));
+}
+
+std::vector<double> consensus_trajectory(const Graph& graph, int n, int rounds, int dim, std::vector<double> x) {
   auto distance = [&](const std::vector<double>& v) {
     std::vector<double> mean(dim, 0.0);
     for (int i = 0; i < n; ++i)

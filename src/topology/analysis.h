@@ -38,5 +38,7 @@ Report analyse(const Graph& graph, int n);
 // Pure averaging from random vectors of `dim` floats per peer (seeded): consensus distance
 // Ξ = (1/n) Σ‖x_i − x̄‖² before round 0 and after each of `rounds` rounds.
 std::vector<double> simulate_consensus(const Graph& graph, int n, int rounds, int dim, uint64_t seed);
+// The same from given vectors: x holds peer i's `dim` values at [i·dim, (i+1)·dim).
+std::vector<double> consensus_trajectory(const Graph& graph, int n, int rounds, int dim, std::vector<double> x);
 
 }  // namespace gossip::topology
