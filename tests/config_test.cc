@@ -27,6 +27,18 @@ TEST(Config, DefaultsForAnEmptyMapping) {
   EXPECT_EQ(c.algorithm.kind, Algorithm::kNone);
 }
 
+TEST(Config, DataCacheDirectory) {
+  ::setenv("GOSSIP_CACHE_DIR", "/tmp/from-env", 1);
+  EXPECT_EQ(parse_config("seed: 3", "t.yaml").data.cache_dir, "/tmp/from-env");
+  ::unsetenv("GOSSIP_CACHE_DIR");
+  EXPECT_EQ(parse_config("data: {cache_dir: /tmp/c}", "t.yaml").data.cache_dir, "/tmp/c");
+  EXPECT_EQ(parse_config("data: {cache_dir: none}", "t.yaml").data.cache_dir, "");
+  const std::string home = std::getenv("HOME") ? std::getenv("HOME") : "";
+  ::setenv("HOME", "/home/u", 1);
+  EXPECT_EQ(parse_config("data: {cache_dir: ~/c}", "t.yaml").data.cache_dir, "/home/u/c");
+  ::setenv("HOME", home.c_str(), 1);
+}
+
 TEST(Config, FullConfig) {
   RunConfig c = parse_config(R"(
 peers: {count: 4, host: 127.0.0.1, base_port: 29500}

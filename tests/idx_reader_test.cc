@@ -36,7 +36,7 @@ TEST_F(IdxTest, ReadsImagesAndLabels) {
   std::vector<uint8_t> img{0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2, 1, 2, 3, 4, 5, 6, 7, 8};
   IdxArray a = read_idx(write_gz("img.gz", img));
   EXPECT_EQ(a.shape, (std::vector<int>{2, 2, 2}));
-  EXPECT_EQ(a.data, (std::vector<uint8_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(std::vector<uint8_t>(a.data, a.data + a.size()), (std::vector<uint8_t>{1, 2, 3, 4, 5, 6, 7, 8}));
 }
 
 TEST_F(IdxTest, TruncatedFileNamesTheFile) {
@@ -64,8 +64,9 @@ TEST_F(IdxTest, BadMagicAndMissingFile) {
 
 TEST_F(IdxTest, FashionMnistFromDirectory) {
   // Two 28×28 images with labels: the same layout as the Debian package's files.
-  std::vector<uint8_t> img{0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 28, 0, 0, 0, 28};
-  img.resize(16 + 2 * 784, 255);
+  const uint8_t header[16] = {0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 28, 0, 0, 0, 28};
+  std::vector<uint8_t> img(16 + 2 * 784, 255);
+  std::copy(header, header + 16, img.begin());
   std::vector<uint8_t> lab{0, 0, 8, 1, 0, 0, 0, 2, 3, 9};
   write_gz("train-images-idx3-ubyte.gz", img);
   write_gz("train-labels-idx1-ubyte.gz", lab);
@@ -75,7 +76,7 @@ TEST_F(IdxTest, FashionMnistFromDirectory) {
   EXPECT_EQ(tt.train.rows, 2);
   EXPECT_EQ(tt.train.cols, 784);
   EXPECT_EQ(tt.test.y, (std::vector<int32_t>{3, 9}));
-  EXPECT_NEAR(tt.train.x[0], (1.0f - 0.2860f) / 0.3530f, 1e-5);
+  EXPECT_NEAR(tt.train.at(0, 0), (1.0f - 0.2860f) / 0.3530f, 1e-5);
   // A label outside 0..9 names the label file.
   lab[9] = 12;
   write_gz("t10k-labels-idx1-ubyte.gz", lab);
@@ -91,6 +92,32 @@ TEST(FashionMnist, RealPackageWhenInstalled) {
   std::vector<int> count(10);
   for (int y : tt.test.y) count[y]++;
   for (int c : count) EXPECT_EQ(c, 1000);
+}
+
+TEST(FashionMnist, CachedRowsEqualPrivateRowsWhenInstalled) {
+  const std::string dir = "/usr/share/datasets/fashion-mnist";
+  if (!fs::exists(dir + "/t10k-labels-idx1-ubyte.gz")) GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  const fs::path cache = fs::temp_directory_path() / ("gossip_fmnist_cache_" + std::to_string(::getpid()));
+  TrainTest priv = load_fashion_mnist(dir);
+  TrainTest made = load_fashion_mnist(dir, cache.string());    // builds the entries
+  TrainTest mapped = load_fashion_mnist(dir, cache.string());  // maps them
+  EXPECT_FALSE(priv.train.shares_host_cache());
+  EXPECT_TRUE(mapped.train.shares_host_cache());
+  EXPECT_TRUE(mapped.test.shares_host_cache());
+  for (const auto* pair : {&made, &mapped})
+    for (const auto& [a, b] : {std::pair{&priv.train, &pair->train}, std::pair{&priv.test, &pair->test}}) {
+      ASSERT_EQ(a->rows, b->rows);
+      EXPECT_EQ(a->y, b->y);
+      std::vector<int64_t> all(a->rows);
+      for (int i = 0; i < a->rows; ++i) all[i] = a->rows - 1 - i;
+      std::vector<float> xa(size_t(a->rows) * a->cols), xb(xa.size());
+      std::vector<int32_t> ya(a->rows), yb(a->rows);
+      a->gather(all, 0, a->rows, xa.data(), ya.data());
+      b->gather(all, 0, b->rows, xb.data(), yb.data());
+      EXPECT_EQ(xa, xb);
+      EXPECT_EQ(ya, yb);
+    }
+  fs::remove_all(cache);
 }
 
 }  // namespace

@@ -2,15 +2,38 @@
 
 #include <cstdlib>
 
+#ifdef GOSSIP_HAVE_CUDA
+#include <dlfcn.h>
+#endif
+
 #include "common/error.h"
 #include "common/log.h"
 
 namespace gossip::kernels {
 
 #ifdef GOSSIP_HAVE_CUDA
-// Defined in cuda_backend.cu.
-std::unique_ptr<Backend> make_cuda_backend(int device_index);
-int cuda_device_count(std::string* why);
+int cuda_device_count(std::string* why);  // cuda_probe.cc
+
+namespace {
+
+// The CUDA backend module (libgossip_cuda.so, built beside this library; GOSSIP_CUDA_MODULE in
+// the environment names another), loaded on first use and never unloaded: the backends it makes
+// run its code.
+std::unique_ptr<Backend> make_cuda_backend(int device_index) {
+  using Make = Backend* (*)(int);
+  static Make make = [] {
+    const char* env = std::getenv("GOSSIP_CUDA_MODULE");
+    const std::string path = env && *env ? env : GOSSIP_CUDA_MODULE;
+    void* module = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!module) throw Error("device: cuda", std::string("cannot load the CUDA backend: ") + ::dlerror());
+    void* entry = ::dlsym(module, "gossip_make_cuda_backend");
+    if (!entry) throw Error("device: cuda", path + " has no gossip_make_cuda_backend (not this build's module?)");
+    return reinterpret_cast<Make>(entry);
+  }();
+  return std::unique_ptr<Backend>(make(device_index));
+}
+
+}  // namespace
 #endif
 
 bool cuda_device_available(std::string* why) {

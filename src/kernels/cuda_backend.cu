@@ -192,18 +192,10 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-int cuda_device_count(std::string* why) {
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess) {  // e.g. no device, or a driver older than this runtime: say which
-    if (why) *why = std::string("no CUDA device answers (") + cudaGetErrorName(status) + ": " + cudaGetErrorString(status) + ")";
-    cudaGetLastError();  // not sticky: clear it
-    return 0;
-  }
-  if (count == 0 && why) *why = "no CUDA device answers (the runtime sees none)";
-  return count;
-}
-
-std::unique_ptr<Backend> make_cuda_backend(int device_index) { return std::make_unique<CudaBackend>(device_index); }
-
 }  // namespace gossip::kernels
+
+// The module's one entry point (kernels/backend.cc loads it with dlopen): a new backend on
+// `device_index`, owned by the caller; throws gossip::Error as the constructor does.
+extern "C" gossip::kernels::Backend* gossip_make_cuda_backend(int device_index) {
+  return new gossip::kernels::CudaBackend(device_index);
+}

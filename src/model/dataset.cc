@@ -13,9 +13,9 @@ namespace {
 constexpr float kMean = 0.2860f;
 constexpr float kStd = 0.3530f;
 
-Dataset load_split(const std::string& images_path, const std::string& labels_path) {
-  IdxArray images = read_idx(images_path);
-  IdxArray labels = read_idx(labels_path);
+Dataset load_split(const std::string& images_path, const std::string& labels_path, const std::string& cache_dir) {
+  IdxArray images = read_idx(images_path, cache_dir);
+  IdxArray labels = read_idx(labels_path, cache_dir);
   if (images.shape.size() != 3) throw Error(images_path, "expected a 3-D image array");
   if (labels.shape.size() != 1) throw Error(labels_path, "expected a 1-D label array");
   if (images.shape[0] != labels.shape[0])
@@ -25,10 +25,9 @@ Dataset load_split(const std::string& images_path, const std::string& labels_pat
   d.rows = images.shape[0];
   d.cols = images.shape[1] * images.shape[2];
   d.classes = 10;
-  d.x.resize(size_t(d.rows) * d.cols);
-  float normalised[256];  // the same float per byte value as computing it for each pixel, found once
-  for (int v = 0; v < 256; ++v) normalised[v] = (v / 255.0f - kMean) / kStd;
-  for (size_t i = 0; i < d.x.size(); ++i) d.x[i] = normalised[images.data[i]];
+  d.bytes = images.data;
+  d.bytes_owner = images.file;
+  for (int v = 0; v < 256; ++v) d.byte_value[v] = (v / 255.0f - kMean) / kStd;
   d.y.resize(d.rows);
   for (int i = 0; i < d.rows; ++i) {
     if (labels.data[i] >= d.classes)
@@ -45,15 +44,28 @@ void Dataset::gather(const std::vector<int64_t>& indices, size_t begin, int coun
                      int32_t* host_y) const {
   for (int i = 0; i < count; ++i) {
     const int64_t r = indices[begin + i];
-    std::memcpy(host_x + size_t(i) * cols, x.data() + size_t(r) * cols, sizeof(float) * cols);
+    float* out = host_x + size_t(i) * cols;
+    if (bytes) {
+      const uint8_t* in = bytes + size_t(r) * cols;
+      for (int c = 0; c < cols; ++c) out[c] = byte_value[in[c]];
+    } else {
+      std::memcpy(out, floats.data() + size_t(r) * cols, sizeof(float) * cols);
+    }
     host_y[i] = y[r];
   }
 }
 
-TrainTest load_fashion_mnist(const std::string& dir) {
+void Dataset::truncate(int new_rows) {
+  if (new_rows >= rows) return;
+  rows = new_rows;
+  y.resize(rows);
+  if (!bytes) floats.resize(size_t(rows) * cols);
+}
+
+TrainTest load_fashion_mnist(const std::string& dir, const std::string& cache_dir) {
   TrainTest tt;
-  tt.train = load_split(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz");
-  tt.test = load_split(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz");
+  tt.train = load_split(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz", cache_dir);
+  tt.test = load_split(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz", cache_dir);
   return tt;
 }
 
@@ -69,14 +81,14 @@ TrainTest make_synthetic(int train_rows, int test_rows, int dims, int classes, u
     d.rows = rows;
     d.cols = dims;
     d.classes = classes;
-    d.x.resize(size_t(rows) * dims);
+    d.floats.resize(size_t(rows) * dims);
     d.y.resize(rows);
     std::uniform_int_distribution<int> pick(0, classes - 1);
     for (int r = 0; r < rows; ++r) {
       const int c = pick(rng);
       d.y[r] = c;
       for (int j = 0; j < dims; ++j)
-        d.x[size_t(r) * dims + j] = centres[size_t(c) * dims + j] + static_cast<float>(noise) * normal(rng);
+        d.floats[size_t(r) * dims + j] = centres[size_t(c) * dims + j] + static_cast<float>(noise) * normal(rng);
     }
     return d;
   };

@@ -14,13 +14,9 @@ model::TrainTest load_data(const DataConfig& c, uint64_t seed) {
     tt = model::make_synthetic(c.synthetic_train, c.synthetic_test, c.synthetic_dims, c.synthetic_classes, seed,
                                c.synthetic_noise);
   } else {
-    tt = model::load_fashion_mnist(c.dir);
+    tt = model::load_fashion_mnist(c.dir, c.cache_dir);
   }
-  if (c.limit_train > 0 && c.limit_train < tt.train.rows) {
-    tt.train.rows = static_cast<int>(c.limit_train);
-    tt.train.x.resize(size_t(tt.train.rows) * tt.train.cols);
-    tt.train.y.resize(tt.train.rows);
-  }
+  if (c.limit_train > 0 && c.limit_train < tt.train.rows) tt.train.truncate(static_cast<int>(c.limit_train));
   return tt;
 }
 

@@ -8,6 +8,7 @@
 
 #include "common/endpoint.h"
 #include "kernels/backend.h"
+#include "model/data_cache.h"
 #include "model/optimizer.h"
 #include "model/presets.h"
 #include "model/schedule.h"
@@ -68,6 +69,9 @@ struct DataConfig {
   Sharding sharding = Sharding::kIid;
   double dirichlet_alpha = 0.5;                   // sharding=dirichlet: concentration
   int64_t limit_train = 0;                        // use only the first N training rows (0 = all)
+  // Where the decompressed data set is cached for the peers of a host to share (model/data_cache.h);
+  // YAML "none" (stored empty): each peer decompresses into private memory.
+  std::string cache_dir = model::default_cache_dir();
   int synthetic_train = 4000;                     // dataset=synthetic: rows
   int synthetic_test = 1000;
   int synthetic_dims = 32;

@@ -1,4 +1,6 @@
 // The data:, model: and optimizer: sections of a run's YAML.
+#include <cstdlib>
+
 #include "peer/map_reader.h"
 #include "model/text_corpus.h"
 
@@ -25,6 +27,10 @@ void parse_data(MapReader& top, RunConfig& cfg) {
   d.read_choice("sharding", c.sharding, {{"iid", Sharding::kIid}, {"dirichlet", Sharding::kDirichlet}});
   d.read_number("dirichlet_alpha", c.dirichlet_alpha, 1e-6, 1e6);
   d.read_number("limit_train", c.limit_train, 0, 1e12);
+  d.read_string("cache_dir", c.cache_dir);
+  if (c.cache_dir == "none") c.cache_dir.clear();
+  if (const char* home = std::getenv("HOME"); home && c.cache_dir.rfind("~/", 0) == 0)
+    c.cache_dir = home + c.cache_dir.substr(1);
   if (d.has("synthetic")) {
     MapReader s(d.get("synthetic"), top.file(), "data.synthetic");
     s.read_number("train", c.synthetic_train, 1, 1e8);
