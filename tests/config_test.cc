@@ -27,6 +27,12 @@ TEST(Config, DefaultsForAnEmptyMapping) {
   EXPECT_EQ(c.algorithm.kind, Algorithm::kNone);
 }
 
+TEST(Config, Watchers) {
+  EXPECT_EQ(parse_config("seed: 3", "t.yaml").algorithm.watchers, 3);
+  EXPECT_EQ(parse_config("algorithm: {kind: gossip, watchers: 0}", "t.yaml").algorithm.watchers, 0);
+  EXPECT_NE(error_of("algorithm: {kind: gossip, watchers: -1}").find("watchers"), std::string::npos);
+}
+
 TEST(Config, DataCacheDirectory) {
   ::setenv("GOSSIP_CACHE_DIR", "/tmp/from-env", 1);
   EXPECT_EQ(parse_config("seed: 3", "t.yaml").data.cache_dir, "/tmp/from-env");

@@ -229,9 +229,10 @@ TEST(Elastic, TwoConcurrentJoinsThroughDifferentMembers) {
 
 // (b) kill -9 one of 6 peers mid-run: the other 5 detect it by heartbeat, agree on a view of 5
 // and finish; nobody hangs. (c) then one leaves gracefully (SIGTERM): the other 4 finish.
+// Two watchers per member: the crash is found by peer 2's watchers (3 and 4) alone.
 TEST(Elastic, CrashOfOneOfSixThenAGracefulLeave) {
   TempDir dir;
-  const std::string y = dir.write("six.yaml", yaml(6, 40));
+  const std::string y = dir.write("six.yaml", yaml(6, 40, 30, "topology: ring\nalgorithm: {kind: gossip, watchers: 2, "));
   testing::BackgroundRun run(y, dir.path() + "/run.log");
   ASSERT_FALSE(run.peer0_endpoint().empty()) << run.log();
   testing::wait_for_text(dir.path() + "/run.log", "step 100/", 60);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <thread>
 #include <zmq.hpp>
 
@@ -44,6 +45,29 @@ class ZmqTransportTest : public ::testing::Test {
   }
   fs::path dir_;
 };
+
+TEST(WatchSets, EachMemberHasItsWatchersAndBeatsAConstantNumber) {
+  const std::vector<int> ids = {4, 9, 2, 7, 11, 30, 5, 8};  // view order, not sorted
+  std::map<int, std::vector<int>> watched_by;
+  for (int self : ids) {
+    const WatchSets w = watch_sets(ids, self, 3);
+    EXPECT_EQ(w.beat.size(), 3u);
+    EXPECT_EQ(w.watch.size(), 3u);
+    for (int id : w.beat) watched_by[id].push_back(self);
+    // Whom I beat watches me: the relation is the same seen from both ends.
+    for (int id : w.beat) {
+      const std::vector<int> theirs = watch_sets(ids, id, 3).watch;
+      EXPECT_NE(std::find(theirs.begin(), theirs.end(), self), theirs.end()) << self << " -> " << id;
+    }
+  }
+  for (int id : ids) EXPECT_EQ(watched_by[id].size(), 3u) << id;
+  EXPECT_EQ(watch_sets(ids, 4, 3).beat, (std::vector<int>{9, 2, 7}));
+  EXPECT_EQ(watch_sets(ids, 4, 3).watch, (std::vector<int>{8, 5, 30}));  // wraps around
+  // Few members, or watchers 0: everyone watches everyone.
+  EXPECT_EQ(watch_sets({1, 2, 3, 4}, 2, 3).watch, (std::vector<int>{1, 3, 4}));
+  EXPECT_EQ(watch_sets(ids, 7, 0).beat.size(), 7u);
+  EXPECT_TRUE(watch_sets(ids, 99, 3).beat.empty());  // not a member
+}
 
 TEST_F(ZmqTransportTest, ChunkedVectorsTravelBothWays) {
   ZmqTransport a(options(0, 2)), b(options(1, 2));

@@ -165,6 +165,7 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
     r.read_number("timeout_s", a.timeout_s, 0.1, 86400);
     r.read_number("heartbeat_s", a.heartbeat_s, 0, 60);
     r.read_number("dead_after_s", a.dead_after_s, 0.1, 86400);
+    r.read_number("watchers", a.watchers, 0, 1 << 20);
     r.read_number("chunk_bytes", a.chunk_bytes, 4096, 1 << 30);
     r.read_number("max_norm_ratio", a.max_norm_ratio, 0, 1e30);
     r.read_choice("wire", a.wire, {{"f32", Dtype::kF32}, {"bf16", Dtype::kBf16}});

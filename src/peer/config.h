@@ -40,8 +40,9 @@ struct AlgorithmConfig {
   bool overlap = false;               // push-sum: fold late messages in later rounds (up to max_staleness) instead of waiting
   int max_staleness = 2;              // overlap: rounds a neighbour's message may lag before we wait (-1: never)
   double timeout_s = 60;              // a neighbour silent this long is reported as dead
-  double heartbeat_s = 0.25;          // every member gets a heartbeat this often
+  double heartbeat_s = 0.25;          // each member heartbeats its watchers this often
   double dead_after_s = 3;            // a member with no heartbeat this long is removed from the run
+  int watchers = 3;                   // members that heartbeat-watch each member (0: all of them)
   int64_t chunk_bytes = 1 << 20;      // payload frames are at most this large
   double max_norm_ratio = 10;         // gossip: a neighbour's values this many times our norm are not mixed (0 = off)
   Dtype wire = Dtype::kF32;           // gossip, push-sum: values travel as f32 (exact) or bf16 (half the bytes)

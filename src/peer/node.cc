@@ -114,6 +114,7 @@ void Node::open_transport() {
   opt.elastic = true;
   opt.heartbeat_s = cfg_.algorithm.heartbeat_s;
   opt.dead_after_s = cfg_.algorithm.dead_after_s;
+  opt.watchers = cfg_.algorithm.watchers;
   opt.rendezvous_dir = options_.rendezvous_dir;
   opt.run_id = run_id_from_environment();
   opt.chunk_bytes = static_cast<size_t>(cfg_.algorithm.chunk_bytes);
@@ -272,6 +273,7 @@ std::string Node::final_line(const TrainResult& r) const {
     const auto s = transport_->stats();
     out << std::setprecision(1) << " sent_MB " << s.bytes_sent / 1e6 << " received_MB " << s.bytes_received / 1e6
         << " wait_s " << s.wait_seconds << " dropped " << s.messages_dropped;
+    if (s.heartbeats_sent && s.seconds_up > 0) out << std::setprecision(2) << " heartbeats_per_s " << s.heartbeats_sent / s.seconds_up;
     if (s.bytes_lent) out << " lent_MB " << s.bytes_lent / 1e6;  // of sent_MB: copied by neighbours (single_copy)
     if (s.connections_refused) out << " refused_connections " << s.connections_refused;
   }

@@ -95,6 +95,8 @@ struct TransportStats {
   uint64_t messages_dropped = 0;
   uint64_t connections_refused = 0;  // closed over the cap on unverified connections
   double wait_seconds = 0;  // time the training thread spent blocked in receive()
+  uint64_t heartbeats_sent = 0;  // failure-detector messages (elastic membership)
+  double seconds_up = 0;         // since the transport started
 };
 
 class Transport {

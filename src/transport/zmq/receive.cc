@@ -106,6 +106,7 @@ void ZmqTransport::accept(zmq::socket_t& router, const zmq::message_t& identity,
     }
     return;
   }
+  if (kind == MessageKind::kView) note_view_change(Clock::now(), h.epoch);
   bytes_received_ += kHeaderBytes + h.payload_bytes;
 
   InMessage in;

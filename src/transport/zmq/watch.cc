@@ -13,8 +13,27 @@
 
 namespace gossip::peer {
 
-// Heartbeats every member and reports one that has been silent too long (once), dropping what
-// was queued for it so that zero-copy buffers are released.
+WatchSets watch_sets(const std::vector<int>& members, int self, int watchers) {
+  WatchSets w;
+  const int n = static_cast<int>(members.size());
+  const auto at = std::find(members.begin(), members.end(), self);
+  if (at == members.end()) return w;
+  if (watchers <= 0 || watchers >= n - 1) {
+    for (int id : members)
+      if (id != self) w.beat.push_back(id), w.watch.push_back(id);
+    return w;
+  }
+  const int p = static_cast<int>(at - members.begin());
+  for (int d = 1; d <= watchers; ++d) {
+    w.beat.push_back(members[(p + d) % n]);
+    w.watch.push_back(members[(p - d + n) % n]);
+  }
+  return w;
+}
+
+// Heartbeats the members this peer is a watcher for (all of them while a view change runs) and
+// reports one it watches that has been silent too long (once), dropping what was queued for it
+// so that zero-copy buffers are released.
 void ZmqTransport::watch_members(Clock::time_point now) {
   std::vector<int> members;
   {
@@ -23,6 +42,7 @@ void ZmqTransport::watch_members(Clock::time_point now) {
     if (seen_members_version_ != members_version_) {
       seen_members_version_ = members_version_;
       watch_since_ = now;
+      change_seen_ = {};  // a new view: the change that made it is over
       for (auto it = links_.begin(); it != links_.end();) {
         if (std::find(members_.begin(), members_.end(), it->first) == members_.end()) {
           if (it->second.dealer) it->second.dealer->set(zmq::sockopt::linger, 0);
@@ -46,38 +66,64 @@ void ZmqTransport::watch_members(Clock::time_point now) {
   // This thread did not run for longer than the heartbeat timeout (the process was paused,
   // swapped out or starved): the silence it measured is its own. What was queued meanwhile has
   // just been read; every member gets a whole timeout again before it is suspected.
-  if (last_watch_ != Clock::time_point{} && now - last_watch_ > std::chrono::duration<double>(options_.dead_after_s)) {
+  const auto dead_after = std::chrono::duration<double>(options_.dead_after_s);
+  if (last_watch_ != Clock::time_point{} && now - last_watch_ > dead_after) {
     log("peer ", rank(), ": this peer was stalled for ", std::chrono::duration<double>(now - last_watch_).count(),
         " s (paused or starved): members get ", options_.dead_after_s, " s to be heard from before any is suspected");
     watch_since_ = now;
   }
   last_watch_ = now;
+  // While a view change runs every member is watched: a member that only silent ones watched
+  // (a partition) would otherwise hold it. Members in the change repeat their proposals every
+  // second; the others get a heartbeat every third of dead_after_s (a member whose training
+  // thread has not reached the change yet is alive all the same), those we watch as usual.
+  const WatchSets own_sets = watch_sets(members, rank(), options_.watchers);
+  const bool change = changing(now);
+  const WatchSets sets = change ? watch_sets(members, rank(), 0) : own_sets;
   const bool beat = now - last_beat_ > std::chrono::duration<double>(options_.heartbeat_s);
   if (beat) last_beat_ = now;
-  for (int id : members) {
-    if (id == rank() || suspected_[id]) continue;
+  const bool change_beat =
+      change && now - last_change_beat_ > std::chrono::duration<double>(std::max(options_.heartbeat_s, options_.dead_after_s / 3));
+  if (change_beat) last_change_beat_ = now;
+  const std::vector<int>& own = own_sets.watch;
+  for (int id : sets.beat) {
+    const bool ours = std::find(own_sets.beat.begin(), own_sets.beat.end(), id) != own_sets.beat.end();
+    if (suspected_[id] || !(ours ? beat : change_beat)) continue;
     Link& link = links_[id];
-    if (beat && link.pending.size() < 2) {
+    if (link.pending.size() < 2) {
       OutMessage m;
       m.header.kind = MessageKind::kHeartbeat;
       m.header.sender = static_cast<uint32_t>(rank());
       m.data = &kMagic;  // zero values; any valid pointer
       link.pending.push_back(std::move(m));
+      ++heartbeats_sent_;
     }
+  }
+  // Every member is linked, not only those heartbeated: a view change talks to all of them, and
+  // making 63 connections in each of 64 peers only then took ~2 s of the change on 2 cores.
+  for (int id : members)
+    if (id != rank() && !suspected_[id]) connect(links_[id], id);
+  for (int id : sets.watch) {
+    if (suspected_[id]) continue;
+    // A member watched only because a change runs is timed from when that change was seen.
+    const bool own_watch = std::find(own.begin(), own.end(), id) != own.end();
+    const Clock::time_point since = own_watch ? watch_since_ : std::max(watch_since_, change_since_);
     auto h = heard_.find(id);
-    const bool ever = h != heard_.end() && h->second >= watch_since_ - std::chrono::hours(1);
-    const Clock::time_point last = ever ? std::max(h->second, watch_since_) : watch_since_;
+    const bool ever = h != heard_.end() && h->second >= since - std::chrono::hours(1);
+    const Clock::time_point last = ever ? std::max(h->second, since) : since;
     // Never heard of: at start-up peers may come up slowly (timeout_s); a member added by
     // a view change is already running, so it gets only a few seconds more than the timeout.
     const double grace = seen_members_version_ == 0 ? options_.timeout_s : options_.dead_after_s + 5;
-    const double limit = ever ? options_.dead_after_s : std::max(options_.dead_after_s, grace);
+    const double limit = ever || !own_watch ? options_.dead_after_s : std::max(options_.dead_after_s, grace);
     if (now - last > std::chrono::duration<double>(limit)) {
       suspected_[id] = true;
       const auto dialled = dialled_.find(id);  // where we reached it (the file may say otherwise now)
       log("peer ", rank(), ": no word from peer ", id, " (", dialled != dialled_.end() ? dialled->second : endpoint_of_id(id),
           ") for ", limit, " s: suspected dead");
-      if (link.dealer) link.dealer->set(zmq::sockopt::linger, 0);
-      links_.erase(id);
+      if (auto link = links_.find(id); link != links_.end()) {
+        if (link->second.dealer) link->second.dealer->set(zmq::sockopt::linger, 0);
+        links_.erase(link);
+      }
       InMessage note;
       note.header.kind = MessageKind::kSuspect;
       note.header.sender = static_cast<uint32_t>(id);
@@ -85,6 +131,22 @@ void ZmqTransport::watch_members(Clock::time_point now) {
       mailbox_.interrupt();
     }
   }
+}
+
+bool ZmqTransport::changing(Clock::time_point now) const {
+  // A member repeats its proposal every second while a change runs (Membership::settle).
+  return change_seen_ != Clock::time_point{} &&
+         now - change_seen_ <= std::chrono::duration<double>(options_.dead_after_s + 1.5);
+}
+
+void ZmqTransport::note_view_change(Clock::time_point now, uint32_t epoch) {
+  if (!changing(now)) change_since_ = now;
+  change_seen_ = now;
+  // A joiner's model (kModel) is not the old epoch's: it goes out whatever happens next.
+  const auto stale = [epoch](const OutMessage& m) {
+    return is_vector_kind(m.header.kind) && m.header.kind != MessageKind::kModel && m.header.epoch <= epoch;
+  };
+  for (auto& [id, link] : links_) std::erase_if(link.pending, stale);
 }
 
 // A neighbour that binds port 0 may have been dialled through a file an earlier run left (on

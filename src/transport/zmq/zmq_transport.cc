@@ -204,6 +204,8 @@ TransportStats ZmqTransport::stats() const {
   s.messages_dropped = dropped_;
   s.connections_refused = connections_refused_;
   s.wait_seconds = wait_ns_ * 1e-9;
+  s.heartbeats_sent = heartbeats_sent_;
+  s.seconds_up = std::chrono::duration<double>(Clock::now() - started_).count();
   return s;
 }
 
@@ -360,6 +362,8 @@ std::deque<ZmqTransport::PendingJoin> ZmqTransport::take_queued() {
   }
   while (!queue_.empty()) {
     const int peer = queue_.front().first;
+    const Header& h = queue_.front().second.header;
+    if (h.kind == MessageKind::kView && h.epoch >= epoch_) note_view_change(Clock::now(), h.epoch);  // ours
     if (!suspected_[peer]) links_[peer].pending.push_back(std::move(queue_.front().second));
     queue_.pop_front();
   }

@@ -46,10 +46,13 @@ struct ZmqTransportOptions {
   // Elastic membership (gossip-peer): heartbeats, suspicions and membership interrupts. Off, the
   // transport is a plain fixed set of peers (benchmarks, tests of the data plane).
   bool elastic = false;
-  // Failure detection: every member gets a heartbeat this often, and one silent for
-  // dead_after_s is reported as suspected dead (0 = no heartbeats).
+  // Failure detection (see watch_sets): a member's `watchers` successors in the view get a
+  // heartbeat from it this often, and a member its watchers have not heard from for dead_after_s
+  // is reported as suspected dead (heartbeat_s 0 = no heartbeats). While a view change runs, every
+  // member heartbeats and watches every other (the change's own messages are all-to-all anyway).
   double heartbeat_s = 0.25;
   double dead_after_s = 3;
+  int watchers = 3;  // 0: every member watches every other all the time
   // CurveZMQ (all empty = plain TCP/IPC): this peer's key pair, every peer's public key by rank,
   // and the public keys allowed to connect (checked by a ZAP handler on the comm thread). Keys of
   // peers that join later come with the view (set_members).
@@ -57,6 +60,15 @@ struct ZmqTransportOptions {
   std::vector<std::string> peer_public_keys;
   std::vector<std::string> allowed_keys;
 };
+
+// Who watches whom in a view of `members` (ids in view order) when each member is watched by
+// `watchers` others: member i heartbeats the `watchers` members after it in the order (cyclically)
+// and watches the `watchers` before it. With watchers = 0 or at least members − 1, every member
+// heartbeats and watches every other. Pure; `self` must be a member.
+struct WatchSets {
+  std::vector<int> beat, watch;
+};
+WatchSets watch_sets(const std::vector<int>& members, int self, int watchers);
 
 // Keeps freed large blocks in the heap instead of returning them to the kernel: every received
 // chunk is a fresh ZeroMQ allocation, and with glibc's default 128 KiB mmap threshold each would
@@ -111,6 +123,13 @@ class ZmqTransport final : public MembershipPort {
   void comm_main(std::promise<std::string> bound);
   void comm_loop(zmq::socket_t& router, zmq::socket_t* zap);
   void watch_members(Clock::time_point now);
+  // A view-change message of `epoch` (this one or a later one) was sent or received: a change
+  // runs, and every member is watched until none has been seen for a while (changing()). The
+  // data of epochs up to `epoch` still queued here is dropped: every receiver discards it after
+  // the change, and a send to a member that died unseen by us would otherwise hold its buffer
+  // (and the training thread, waiting for the buffer's release) until we suspected it too.
+  void note_view_change(Clock::time_point now, uint32_t epoch);
+  bool changing(Clock::time_point now) const;
   void recheck_rendezvous(Clock::time_point now);
   std::string endpoint_of_id(int id) const;
   void answer_zap(zmq::socket_t& zap);
@@ -141,7 +160,8 @@ class ZmqTransport final : public MembershipPort {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> max_total_floats_;
   std::atomic<ControlHandler*> control_{nullptr};
-  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, bytes_lent_{0}, dropped_{0};
+  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, bytes_lent_{0}, dropped_{0}, heartbeats_sent_{0};
+  const Clock::time_point started_ = Clock::now();
   std::atomic<int64_t> wait_ns_{0};
   DropLog drop_log_;                          // comm thread only: escaped, rate-limited drop lines
   ConnectionGuard* guard_ = nullptr;          // comm thread only: set while comm_loop runs (null: no cap)
@@ -168,7 +188,10 @@ class ZmqTransport final : public MembershipPort {
   std::map<int, Clock::time_point> heard_;      // last message from each id
   std::map<int, bool> suspected_;
   Clock::time_point watch_since_{};
-  Clock::time_point last_beat_{};               // when the members last got a heartbeat
+  Clock::time_point change_seen_{};             // last view-change message of this epoch or later
+  Clock::time_point change_since_{};            // when the view change being watched was first seen
+  Clock::time_point last_beat_{};               // when the members we watch for last got a heartbeat
+  Clock::time_point last_change_beat_{};        // when the others last got one, in a view change
   Clock::time_point last_watch_{};              // the last turn of watch_members (stall detection)
   Clock::time_point last_recheck_{};            // the last read of the rendezvous files
   std::map<int, std::string> dialled_;          // the endpoint each id was last dialled at
