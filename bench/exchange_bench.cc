@@ -78,12 +78,7 @@ int run(int argc, char** argv) {
   flags.add_string("wire", "gossip and push-sum values on the wire: f32 or bf16 (algorithm.wire)", "f32");
   flags.add_bool("single_copy", "peers copy each other's chunks out of the sender's memory (algorithm.single_copy)");
   flags.add_bool("help", "print this help");
-  flags.parse(argc, argv);
-  if (flags.get_bool("help")) {
-    std::fputs(flags.usage().c_str(), stdout);
-    return 0;
-  }
-  if (!flags.positional().empty()) throw Error("exchange_bench", "unexpected argument '" + flags.positional()[0] + "'\n" + flags.usage());
+  if (!flags.parse_flags_only(argc, argv)) return 0;
   peer::tune_allocator_for_large_messages();
   const int n = static_cast<int>(flags.get_int("n"));
   const size_t floats = static_cast<size_t>(flags.get_int("floats"));

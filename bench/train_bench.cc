@@ -56,13 +56,7 @@ int run(int argc, char** argv) {
   flags.add_string("steps", "timed steps", "500");
   flags.add_string("device", "cpu or cuda", "cpu");
   flags.add_bool("help", "print this help");
-  flags.parse(argc, argv);
-  if (flags.get_bool("help")) {
-    std::fputs(flags.usage().c_str(), stdout);
-    return 0;
-  }
-  if (!flags.positional().empty())
-    throw gossip::Error("train_bench", "unexpected argument '" + flags.positional()[0] + "'\n" + flags.usage());
+  if (!flags.parse_flags_only(argc, argv)) return 0;
   gossip::model::InputShape in;
   const gossip::model::ModelConfig config = model_config(flags, &in);
   const bool gpt = config.kind == gossip::model::ModelKind::kGpt;

@@ -26,6 +26,29 @@ TEST(Flags, ParsesSpaceAndEqualsForms) {
   EXPECT_EQ(f.positional()[0], "pos");
 }
 
+TEST(Flags, FlagsOnlyProgramsStopAtHelpAndRefusePositionals) {
+  Flags f = make();
+  f.add_bool("help", "print this help");
+  const char* help[] = {"prog", "--help"};
+  testing::internal::CaptureStdout();
+  EXPECT_FALSE(f.parse_flags_only(2, help));
+  EXPECT_NE(testing::internal::GetCapturedStdout().find("--rank"), std::string::npos);
+  Flags g = make();
+  g.add_bool("help", "print this help");
+  const char* extra[] = {"prog", "--rank", "2", "stray"};
+  try {
+    g.parse_flags_only(4, extra);
+    FAIL() << "a positional argument was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unexpected argument 'stray'"), std::string::npos) << e.what();
+  }
+  Flags h = make();
+  h.add_bool("help", "print this help");
+  const char* fine[] = {"prog", "--rank", "2"};
+  EXPECT_TRUE(h.parse_flags_only(3, fine));
+  EXPECT_EQ(h.get_int("rank"), 2);
+}
+
 TEST(Flags, DefaultsAndMissing) {
   Flags f = make();
   const char* argv[] = {"prog"};

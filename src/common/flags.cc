@@ -1,5 +1,6 @@
 #include "common/flags.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
@@ -94,6 +95,16 @@ std::string Flags::usage() const {
     out << "\n";
   }
   return out.str();
+}
+
+bool Flags::parse_flags_only(int argc, const char* const* argv) {
+  parse(argc, argv);
+  if (get_bool("help")) {
+    std::fputs(usage().c_str(), stdout);
+    return false;
+  }
+  if (!positional_.empty()) throw Error(program_, "unexpected argument '" + positional_[0] + "'\n" + usage());
+  return true;
 }
 
 }  // namespace gossip

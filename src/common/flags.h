@@ -21,6 +21,10 @@ class Flags {
 
   // Parses argv; positional arguments are kept in positional().
   void parse(int argc, const char* const* argv);
+  // For a program that takes flags only (with a "help" bool declared): parse(), then with --help
+  // prints usage() to stdout and returns false (the caller exits 0); a positional argument throws
+  // gossip::Error naming it, with the usage.
+  bool parse_flags_only(int argc, const char* const* argv);
 
   bool has(const std::string& name) const;
   std::string get_string(const std::string& name) const;  // throws if absent and no default

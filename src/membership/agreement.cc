@@ -142,13 +142,18 @@ std::optional<std::string> Membership::settle(Change& c) {
       if (!(same && it->second.ready)) waiting.insert(m.id);
     }
     if (!c.ready && all_equal) c.ready = true;  // phase 1 done: every member proposes our set
-    // Everyone hears our latest state before we may decide; it is repeated every second, so a
-    // member that decided without us answers with its decision even if a message was lost.
+    // Everyone hears our latest state before we may decide; it is repeated every second (every
+    // n/64 s in a view of n > 64, where one phase takes longer) to the members we still wait
+    // for, so one that decided without us answers with its decision even if a message was lost
+    // (the others' latest already is ours, ready: repeating it to them would only cost messages).
     c.mine.ready = c.ready;
     const std::string text = proposal_text(c.mine, c.joins);
-    if (text != sent || Clock::now() - last_sent > std::chrono::seconds(1)) {
+    const bool changed = text != sent;
+    const double repeat_s = std::max(1.0, static_cast<double>(c.v.members.size()) / 64);
+    if (changed || Clock::now() - last_sent > std::chrono::duration<double>(repeat_s)) {
       for (const Member& m : c.v.members)
-        if (m.id != c.me && !c.mine.gone.count(m.id)) send_text(m.id, MessageKind::kView, c.v.epoch, c.round, text);
+        if (m.id != c.me && !c.mine.gone.count(m.id) && (changed || waiting.count(m.id)))
+          send_text(m.id, MessageKind::kView, c.v.epoch, c.round, text);
       sent = text;
       last_sent = Clock::now();
     }
@@ -157,7 +162,11 @@ std::optional<std::string> Membership::settle(Change& c) {
       throw PeerLost("peer " + std::to_string(c.me), "view change of epoch " + std::to_string(c.v.epoch) +
                                                       " did not settle in " + std::to_string(timeout_s_) +
                                                       " s; waiting for members " + id_list(waiting));
-    if (auto m = port_->mailbox().take_any(kChangeKinds, Clock::now() + std::chrono::milliseconds(100))) absorb(c, *m);
+    // Everything that has come in is absorbed before the next look at all members (O(n) each).
+    if (auto m = port_->mailbox().take_any(kChangeKinds, Clock::now() + std::chrono::milliseconds(100))) {
+      absorb(c, *m);
+      while (auto more = port_->mailbox().take_any(kChangeKinds, Clock::now())) absorb(c, *more);
+    }
   }
   if (keeps_quorum(c.v, c.mine.gone, c.left)) return std::nullopt;
   return "this side of the view change keeps " + std::to_string(c.v.members.size() - c.mine.gone.size()) + " of the " +

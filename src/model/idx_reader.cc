@@ -32,6 +32,7 @@ std::vector<uint8_t> inflate_file(const std::string& path) {
     }
     if (n == 0) {
       out.resize(got);
+      out.shrink_to_fit();  // the doubling left up to twice the bytes, all of them touched
       return out;
     }
     got += size_t(n);

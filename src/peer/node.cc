@@ -274,6 +274,8 @@ std::string Node::final_line(const TrainResult& r) const {
     out << std::setprecision(1) << " sent_MB " << s.bytes_sent / 1e6 << " received_MB " << s.bytes_received / 1e6
         << " wait_s " << s.wait_seconds << " dropped " << s.messages_dropped;
     if (s.heartbeats_sent && s.seconds_up > 0) out << std::setprecision(2) << " heartbeats_per_s " << s.heartbeats_sent / s.seconds_up;
+    if (s.view_messages_sent)
+      out << " view_messages " << s.view_messages_sent << std::setprecision(1) << " view_KB " << s.view_bytes_sent / 1e3;
     if (s.bytes_lent) out << " lent_MB " << s.bytes_lent / 1e6;  // of sent_MB: copied by neighbours (single_copy)
     if (s.connections_refused) out << " refused_connections " << s.connections_refused;
   }

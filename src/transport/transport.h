@@ -96,6 +96,7 @@ struct TransportStats {
   uint64_t connections_refused = 0;  // closed over the cap on unverified connections
   double wait_seconds = 0;  // time the training thread spent blocked in receive()
   uint64_t heartbeats_sent = 0;  // failure-detector messages (elastic membership)
+  uint64_t view_messages_sent = 0, view_bytes_sent = 0;  // view-change proposals and decisions (with headers)
   double seconds_up = 0;         // since the transport started
 };
 

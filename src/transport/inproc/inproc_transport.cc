@@ -22,8 +22,12 @@ int slot_of_endpoint(const std::string& endpoint) {
 
 }  // namespace
 
-InprocFabric::InprocFabric(int n) : transports_(n, nullptr), reachable_(n, true), triggers_(n) {
-  for (int i = 0; i < n; ++i) boxes_.push_back(std::make_unique<Mailbox>());
+InprocFabric::InprocFabric(int n)
+    : transports_(n, nullptr), reachable_(std::make_unique<std::atomic<bool>[]>(n)), triggers_(n) {
+  for (int i = 0; i < n; ++i) {
+    boxes_.push_back(std::make_unique<Mailbox>());
+    reachable_[i] = true;
+  }
 }
 
 void InprocFabric::attach(int slot, InprocTransport* t) {
@@ -38,21 +42,23 @@ void InprocFabric::detach(int slot) {
 }
 
 void InprocFabric::set_reachable(int slot, bool reachable) {
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
-  reachable_.at(slot) = reachable;
+  if (slot < 0 || slot >= size()) throw Error("inproc transport", "no slot " + std::to_string(slot));
+  reachable_[slot] = reachable;
 }
 
 bool InprocFabric::reachable(int slot) const {
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
-  return reachable_.at(slot);
+  if (slot < 0 || slot >= size()) throw Error("inproc transport", "no slot " + std::to_string(slot));
+  return reachable_[slot];
 }
 
 void InprocFabric::crash_after_sending(int slot, MessageKind kind, int count) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   triggers_.at(slot) = {kind, count};
+  ++armed_;
 }
 
 void InprocFabric::count_sent(int slot, MessageKind kind) {
+  if (armed_ == 0) return;
   {
     std::lock_guard<std::recursive_mutex> lock(mutex_);
     CrashTrigger& t = triggers_.at(slot);
@@ -130,6 +136,10 @@ void InprocTransport::send(int peer, OutMessage m) {
   in.count = m.count;
   in.owner = copy;
   sent_ += m.bytes();
+  if (m.header.kind == MessageKind::kView) {
+    ++view_messages_;
+    view_bytes_ += kHeaderBytes + m.bytes();
+  }
   deliver(slot, std::move(in));
 }
 
@@ -207,6 +217,8 @@ TransportStats InprocTransport::stats() const {
   TransportStats s;
   s.bytes_sent = sent_;
   s.bytes_received = received_;
+  s.view_messages_sent = view_messages_;
+  s.view_bytes_sent = view_bytes_;
   return s;
 }
 

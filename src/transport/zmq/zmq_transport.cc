@@ -205,6 +205,8 @@ TransportStats ZmqTransport::stats() const {
   s.connections_refused = connections_refused_;
   s.wait_seconds = wait_ns_ * 1e-9;
   s.heartbeats_sent = heartbeats_sent_;
+  s.view_messages_sent = view_messages_sent_;
+  s.view_bytes_sent = view_bytes_sent_;
   s.seconds_up = std::chrono::duration<double>(Clock::now() - started_).count();
   return s;
 }
@@ -363,7 +365,11 @@ std::deque<ZmqTransport::PendingJoin> ZmqTransport::take_queued() {
   while (!queue_.empty()) {
     const int peer = queue_.front().first;
     const Header& h = queue_.front().second.header;
-    if (h.kind == MessageKind::kView && h.epoch >= epoch_) note_view_change(Clock::now(), h.epoch);  // ours
+    if (h.kind == MessageKind::kView) {  // ours
+      ++view_messages_sent_;
+      view_bytes_sent_ += kHeaderBytes + queue_.front().second.bytes();
+      if (h.epoch >= epoch_) note_view_change(Clock::now(), h.epoch);
+    }
     if (!suspected_[peer]) links_[peer].pending.push_back(std::move(queue_.front().second));
     queue_.pop_front();
   }

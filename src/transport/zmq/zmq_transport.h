@@ -161,6 +161,7 @@ class ZmqTransport final : public MembershipPort {
   std::atomic<uint64_t> max_total_floats_;
   std::atomic<ControlHandler*> control_{nullptr};
   std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, bytes_lent_{0}, dropped_{0}, heartbeats_sent_{0};
+  std::atomic<uint64_t> view_messages_sent_{0}, view_bytes_sent_{0};
   const Clock::time_point started_ = Clock::now();
   std::atomic<int64_t> wait_ns_{0};
   DropLog drop_log_;                          // comm thread only: escaped, rate-limited drop lines
