@@ -12,6 +12,19 @@
 namespace gossip::kernels {
 namespace {
 
+// The CUDA backend is a module loaded only for a GPU; a build with nvcc must be able to load it
+// on any machine (its cuBLAS and runtime symbols resolve), so this runs without a device too.
+TEST(CudaModule, LoadsWhereverTheBuildHasCuda) {
+  std::string why;
+  const bool loads = cuda_backend_module_loads(&why);
+#ifdef GOSSIP_HAVE_CUDA
+  EXPECT_TRUE(loads) << why;
+#else
+  EXPECT_FALSE(loads);
+  GTEST_SKIP() << why;
+#endif
+}
+
 class CudaVsCpu : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -16,25 +16,45 @@ int cuda_device_count(std::string* why);  // cuda_probe.cc
 
 namespace {
 
+using MakeCudaBackend = Backend* (*)(int);
+
 // The CUDA backend module (libgossip_cuda.so, built beside this library; GOSSIP_CUDA_MODULE in
-// the environment names another), loaded on first use and never unloaded: the backends it makes
-// run its code.
-std::unique_ptr<Backend> make_cuda_backend(int device_index) {
-  using Make = Backend* (*)(int);
-  static Make make = [] {
+// the environment names another)'s entry point, loaded on first use and never unloaded: the
+// backends it makes run its code. Throws gossip::Error naming the module when it cannot load.
+MakeCudaBackend cuda_module_entry() {
+  static const MakeCudaBackend make = [] {
     const char* env = std::getenv("GOSSIP_CUDA_MODULE");
     const std::string path = env && *env ? env : GOSSIP_CUDA_MODULE;
     void* module = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!module) throw Error("device: cuda", std::string("cannot load the CUDA backend: ") + ::dlerror());
     void* entry = ::dlsym(module, "gossip_make_cuda_backend");
     if (!entry) throw Error("device: cuda", path + " has no gossip_make_cuda_backend (not this build's module?)");
-    return reinterpret_cast<Make>(entry);
+    return reinterpret_cast<MakeCudaBackend>(entry);
   }();
-  return std::unique_ptr<Backend>(make(device_index));
+  return make;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device_index) {
+  return std::unique_ptr<Backend>(cuda_module_entry()(device_index));
 }
 
 }  // namespace
 #endif
+
+bool cuda_backend_module_loads(std::string* why) {
+#ifdef GOSSIP_HAVE_CUDA
+  try {
+    cuda_module_entry();
+    return true;
+  } catch (const Error& e) {
+    if (why) *why = e.what();
+    return false;
+  }
+#else
+  if (why) *why = "this build has no CUDA backend (nvcc was not found at configure time)";
+  return false;
+#endif
+}
 
 bool cuda_device_available(std::string* why) {
 #ifdef GOSSIP_HAVE_CUDA

@@ -89,6 +89,9 @@ void set_cpu_threads(int threads);
 // True when the CUDA backend was built and a device answers; else *why (when given) says which
 // (no CUDA in this build, or the runtime's own error, e.g. a driver older than the runtime).
 bool cuda_device_available(std::string* why = nullptr);
+// True when this build has the CUDA backend module and it loads (every symbol it needs resolves),
+// with or without a device; else *why (when given) says why not. Loading it maps cuBLAS.
+bool cuda_backend_module_loads(std::string* why = nullptr);
 // This process's rank among the peers of its host: LOCAL_RANK (gossip-launch, torchrun),
 // SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, else 0.
 int local_rank();
