@@ -97,6 +97,13 @@ uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
+// Where the entry of `source`, whose identity is `identity`, lives in `cache_dir`.
+std::string entry_path(const std::string& cache_dir, const std::string& source, const std::string& identity) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(identity)));
+  return cache_dir + "/" + fs::path(source).filename().string() + "-" + hex + ".cache";
+}
+
 // The mapped payload of `path` when its header and payload check out; else null and *why.
 std::shared_ptr<const Bytes> open_entry(const std::string& path, const std::string& identity, std::string* why) {
   Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -196,9 +203,7 @@ std::string default_cache_dir() {
 }
 
 std::string cache_file_for(const std::string& cache_dir, const std::string& source) {
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(identity_of(source))));
-  return cache_dir + "/" + fs::path(source).filename().string() + "-" + hex + ".cache";
+  return entry_path(cache_dir, source, identity_of(source));
 }
 
 std::shared_ptr<const Bytes> cached_bytes(const std::string& cache_dir, const std::string& source,
@@ -210,7 +215,7 @@ std::shared_ptr<const Bytes> cached_bytes(const std::string& cache_dir, const st
     log("data cache ", cache_dir, ": ", why, "; keeping ", source, " in private memory");
     return std::make_shared<VectorBytes>(build());
   }
-  const std::string path = cache_file_for(cache_dir, source);
+  const std::string path = entry_path(cache_dir, source, identity);
   if (auto hit = open_entry(path, identity, &why)) return hit;
   // A miss: build under the lock, unless a peer that held it first has built the entry meanwhile.
   Fd lock(::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));

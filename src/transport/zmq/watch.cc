@@ -74,9 +74,10 @@ void ZmqTransport::watch_members(Clock::time_point now) {
   }
   last_watch_ = now;
   // While a view change runs every member is watched: a member that only silent ones watched
-  // (a partition) would otherwise hold it. Members in the change repeat their proposals every
-  // second; the others get a heartbeat every third of dead_after_s (a member whose training
-  // thread has not reached the change yet is alive all the same), those we watch as usual.
+  // (a partition) would otherwise hold it. Members in the change send their proposals (and
+  // repeat them to those they still wait for); every member also gets a heartbeat every third of
+  // dead_after_s (a member whose training thread has not reached the change yet is alive all
+  // the same), those we watch for as usual.
   const WatchSets own_sets = watch_sets(members, rank(), options_.watchers);
   const bool change = changing(now);
   const WatchSets sets = change ? watch_sets(members, rank(), 0) : own_sets;
@@ -134,7 +135,9 @@ void ZmqTransport::watch_members(Clock::time_point now) {
 }
 
 bool ZmqTransport::changing(Clock::time_point now) const {
-  // A member repeats its proposal every second while a change runs (Membership::settle).
+  // While a change runs, members repeat their proposal to those they wait for every second
+  // (Membership::settle; every n/64 s in a view of n > 64) and a heartbeat comes every third of
+  // dead_after_s; a change seen within dead_after_s + 1.5 s is taken to be still running.
   return change_seen_ != Clock::time_point{} &&
          now - change_seen_ <= std::chrono::duration<double>(options_.dead_after_s + 1.5);
 }
