@@ -188,6 +188,42 @@ TEST(Agreement, ALateProposalOfAFinishedEpochGetsTheDecisionAndDisturbsNoOne) {
   }
 }
 
+// A partition of five into {0,1,2} and {3,4}: peer 3 ends the change cut off (no majority) after
+// peer 4 said it was ready, but all of peer 3's messages to peer 4 are lost. Peer 4 then proposes
+// to peer 3, which answers "cut off" (tag 2) instead of leaving it waiting for the view-change
+// timeout: peer 4 counts it gone and finds itself cut off too, at once.
+TEST(Agreement, AMemberThatMissedTheLastMessageOfAPeerCutOffLearnsItFromItsAnswer) {
+  InprocFabric fabric(5);
+  const View start = first_view(5);
+  std::vector<std::unique_ptr<InprocTransport>> ports;
+  for (int i = 0; i < 5; ++i) ports.push_back(std::make_unique<InprocTransport>(fabric, i, i));
+  for (int i : {3, 4}) fabric.set_side(i, 1);
+  Node node3(*ports[3], start, 3), node4(*ports[4], start, 4);
+  for (int i : {0, 1, 2}) ports[3]->suspect(i);
+  ViewProposal ready4;  // what peer 4 would say once ready on peer 3's set
+  ready4.round = kRound;
+  ready4.gone = {0, 1, 2};
+  ready4.ready = true;
+  ports[4]->send(3, text_message(MessageKind::kView, 0, kRound, 0,
+                                 std::make_shared<const std::string>(pad_text(proposal_text(ready4, {})))));
+  ASSERT_TRUE(node3.membership.pending());
+  const std::optional<ViewChange> change3 = node3.membership.agree(kRound);
+  ASSERT_TRUE(change3 && change3->cut_off);
+  EXPECT_NE(change3->cut_off->find("keeps 2 of the 5 members"), std::string::npos) << *change3->cut_off;
+  size_t lost = 0;  // peer 3's proposals to peer 4 never arrive
+  while (ports[4]->mailbox().take_any({MessageKind::kView}, Clock::now())) ++lost;
+  EXPECT_GE(lost, 1u);
+  for (int i : {0, 1, 2}) ports[4]->suspect(i);
+  ASSERT_TRUE(node4.membership.pending());
+  const auto started = Clock::now();
+  std::optional<ViewChange> change4;
+  ASSERT_NO_THROW(change4 = node4.membership.agree(kRound));  // (without the answer: PeerLost after kTimeoutS)
+  ASSERT_TRUE(change4 && change4->cut_off);
+  EXPECT_NE(change4->cut_off->find("keeps 1 of the 5 members"), std::string::npos) << *change4->cut_off;
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - started).count(), kTimeoutS / 2);
+  EXPECT_EQ(node4.view.view().epoch, 0u);  // no view adopted
+}
+
 // A joiner that is refused gets the reason, and the view stays as it was.
 void expect_refused(size_t joiner_params, int64_t total_steps, const std::string& reason) {
   InprocFabric fabric(3);

@@ -2,6 +2,7 @@
 // agree below): one Change holds what this peer knows of a change while it runs.
 #include <algorithm>
 #include <sstream>
+#include <thread>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -27,10 +28,19 @@ struct Membership::Change {
     bool ready = false;
   };
   std::map<int, Latest> latest;           // each member's newest message of this epoch
+  // The members (not us, not gone) whose latest proposal differs from ours, and those not yet
+  // ready on ours (a superset), kept per message so that a look at them costs nothing at 1 000
+  // members; recounted from `latest` when our own sets grow.
+  std::set<int> unequal, unready;
+  bool recount = true;
+  std::set<int> repeated_to_us;  // members whose repeat we answer (see absorb_proposal)
+  Clock::time_point last_arrival;  // when a message of this change last came in
+  bool peer_cut_off = false;       // a member answered that it ended this change cut off
   std::optional<ViewProposal> decided;    // adopted from a member that decided already
   bool any_view_message = false;
   std::vector<InMessage> later, local;    // later: next epoch's; local: our own events (joins, suspicions)
   std::set<int> left;                     // members that announced their own leave (no side in the quorum)
+  uint64_t view_messages_before = 0;      // view_messages_sent_ when this change started
 };
 
 void Membership::absorb(Change& c, const InMessage& m) {
@@ -101,6 +111,14 @@ void Membership::absorb_proposal(Change& c, const InMessage& m) {
     return;
   }
   if (m.header.epoch < c.v.epoch || c.v.rank_of(sender) < 0) return;  // stale or from a non-member
+  if (m.header.tag == 2) {  // that member ended this change cut off: it leaves the view (and rejoins)
+    if (sender != c.me && c.mine.gone.insert(sender).second) {
+      log("peer ", c.me, ": peer ", sender, " ended this view change cut off: it is gone from epoch ", c.v.epoch);
+      c.ready = false;
+    }
+    c.peer_cut_off = true;
+    return;
+  }
   const std::optional<ViewProposal> parsed = parse_proposal(message_text(m), &c.joins);
   if (!parsed) {
     log("peer ", c.me, ": dropped a malformed view-change message from peer ", sender);
@@ -113,60 +131,111 @@ void Membership::absorb_proposal(Change& c, const InMessage& m) {
     c.decided = p;
     return;
   }
+  // A repeat (tag 0, the same as that member's latest) means it still waits for us, perhaps for
+  // a message of ours that was lost: we answer with our current state (tag 3, never answered in
+  // turn, so two waiting members do not answer each other forever).
+  if (auto it = c.latest.find(sender); m.header.tag == 0 && it != c.latest.end() && it->second.p == p &&
+                                       it->second.ready == p.ready)
+    c.repeated_to_us.insert(sender);
   const size_t before = c.mine.gone.size() + c.mine.joins.size();
   for (int id : p.gone)
     if (c.v.rank_of(id) >= 0) c.mine.gone.insert(id);
   c.mine.joins.insert(p.joins.begin(), p.joins.end());
   if (c.mine.gone.size() + c.mine.joins.size() != before) c.ready = false;
   c.latest[sender] = {p, p.ready};
+  note_status(c, sender);
+}
+
+// Files `id` under unequal/unready from its latest message and our current sets.
+void Membership::note_status(Change& c, int id) {
+  auto it = c.latest.find(id);
+  const bool member = id != c.me && !c.mine.gone.count(id) && c.v.rank_of(id) >= 0;
+  const bool same = it != c.latest.end() && it->second.p == c.mine;
+  if (member && !same) c.unequal.insert(id);
+  else c.unequal.erase(id);
+  if (member && !(same && it->second.ready)) c.unready.insert(id);
+  else c.unready.erase(id);
+}
+
+// Absorbs everything that has come in (waiting up to 100 ms for the first), then recounts every
+// member's status if our own sets grew meanwhile.
+void Membership::absorb_arrivals(Change& c) {
+  const size_t before = c.mine.gone.size() + c.mine.joins.size();
+  if (auto m = port_->mailbox().take_any(kChangeKinds, Clock::now() + std::chrono::milliseconds(100))) {
+    c.last_arrival = Clock::now();
+    absorb(c, *m);
+    // In a large view the messages of one phase come as a burst of n: a short pause gathers the
+    // rest of it into this batch rather than waking once per message.
+    if (c.v.members.size() > 64) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    while (auto more = port_->mailbox().take_any(kChangeKinds, Clock::now())) absorb(c, *more);
+  }
+  if (c.mine.gone.size() + c.mine.joins.size() != before) c.recount = true;
 }
 
 // Runs both phases until this peer may decide, or adopts a decision; returns why this peer is
 // cut off instead, if it is.
 std::optional<std::string> Membership::settle(Change& c) {
-  std::string sent;
+  std::string sent, text;
   Clock::time_point last_sent{};
+  constexpr double kFirstRepeatS = 0.25;
+  const double longest_repeat_s = std::max(1.0, static_cast<double>(c.v.members.size()) / 64);
+  double repeat_s = kFirstRepeatS;
   for (;;) {
     if (c.mine.gone.count(c.me) || (c.decided && c.decided->gone.count(c.me)))
       return "the other members of epoch " + std::to_string(c.v.epoch) +
              " declared this peer gone (it was silent past the heartbeat timeout)";
     if (c.decided) return std::nullopt;
-    std::set<int> waiting;
-    bool all_equal = true, all_ready = true;
-    for (const Member& m : c.v.members) {
-      if (m.id == c.me || c.mine.gone.count(m.id)) continue;
-      auto it = c.latest.find(m.id);
-      const bool same = it != c.latest.end() && it->second.p == c.mine;
-      all_equal &= same;
-      all_ready &= same && it->second.ready;
-      if (!(same && it->second.ready)) waiting.insert(m.id);
+    // Gone sets only grow, and a larger one never regains a quorum: once a member of our side
+    // ended cut off and our own set has no quorum either, we are cut off too, without waiting
+    // for the rest of our side (which would each leave us only by its answer, one at a time).
+    if (c.peer_cut_off && !keeps_quorum(c.v, c.mine.gone, c.left)) break;
+    if (c.recount) {
+      c.unequal.clear();
+      c.unready.clear();
+      for (const Member& m : c.v.members) note_status(c, m.id);
     }
-    if (!c.ready && all_equal) c.ready = true;  // phase 1 done: every member proposes our set
-    // Everyone hears our latest state before we may decide; it is repeated every second (every
-    // n/64 s in a view of n > 64, where one phase takes longer) to the members we still wait
-    // for, so one that decided without us answers with its decision even if a message was lost
-    // (the others' latest already is ours, ready: repeating it to them would only cost messages).
-    c.mine.ready = c.ready;
-    const std::string text = proposal_text(c.mine, c.joins);
+    if (!c.ready && c.unequal.empty()) c.ready = true;  // phase 1 done: every member proposes our set
+    // Everyone hears our latest state before we may decide; it is repeated to the members we
+    // still wait for once nothing has come in or gone out for a while, so one that decided
+    // without us answers with its decision, and one still deciding with its state, even if a
+    // message was lost (the others' latest already is ours, ready: repeating it to them would
+    // only cost messages). When only a few members (n/16, at least 4) are still to answer, the
+    // first repeat comes after 0.25 s of quiet, each next one after twice as long, up to a second
+    // (n/64 s in a view of n > 64, where one phase takes longer; the failure detector counts on a
+    // change's messages at least that often); while more are, after that longest wait.
+    if (c.recount || text.empty() || c.mine.ready != c.ready) {
+      c.mine.ready = c.ready;
+      text = proposal_text(c.mine, c.joins);
+    }
+    c.recount = false;
     const bool changed = text != sent;
-    const double repeat_s = std::max(1.0, static_cast<double>(c.v.members.size()) / 64);
-    if (changed || Clock::now() - last_sent > std::chrono::duration<double>(repeat_s)) {
-      for (const Member& m : c.v.members)
-        if (m.id != c.me && !c.mine.gone.count(m.id) && (changed || waiting.count(m.id)))
-          send_text(m.id, MessageKind::kView, c.v.epoch, c.round, text);
+    // Whom we wait for: in phase 1 the members whose set differs from ours, in phase 2 those not
+    // yet ready on it. While many are, the phase is under way rather than short of a message.
+    const std::set<int>& waiting = c.ready ? c.unready : c.unequal;
+    const bool few_missing = waiting.size() <= std::max<size_t>(4, c.v.members.size() / 16);
+    const double quiet_s = few_missing ? repeat_s : longest_repeat_s;
+    const Clock::time_point last_activity = std::max(last_sent, c.last_arrival);
+    if (changed || Clock::now() - last_activity > std::chrono::duration<double>(quiet_s)) {
+      if (changed) {
+        for (const Member& m : c.v.members)
+          if (m.id != c.me && !c.mine.gone.count(m.id)) send_text(m.id, MessageKind::kView, c.v.epoch, c.round, text);
+        repeat_s = kFirstRepeatS;
+      } else {
+        for (int id : waiting) send_text(id, MessageKind::kView, c.v.epoch, c.round, text);
+        repeat_s = std::min(2 * repeat_s, longest_repeat_s);
+      }
       sent = text;
       last_sent = Clock::now();
     }
-    if (c.ready && all_ready) break;  // phase 2 done: every member is ready on our set
+    for (int id : c.repeated_to_us)
+      if (!c.mine.gone.count(id)) send_text(id, MessageKind::kView, c.v.epoch, c.round, text, 3);
+    c.repeated_to_us.clear();
+    if (c.ready && c.unready.empty()) break;  // phase 2 done: every member is ready on our set
     if (Clock::now() - c.started > std::chrono::duration<double>(timeout_s_))
       throw PeerLost("peer " + std::to_string(c.me), "view change of epoch " + std::to_string(c.v.epoch) +
                                                       " did not settle in " + std::to_string(timeout_s_) +
-                                                      " s; waiting for members " + id_list(waiting));
-    // Everything that has come in is absorbed before the next look at all members (O(n) each).
-    if (auto m = port_->mailbox().take_any(kChangeKinds, Clock::now() + std::chrono::milliseconds(100))) {
-      absorb(c, *m);
-      while (auto more = port_->mailbox().take_any(kChangeKinds, Clock::now())) absorb(c, *more);
-    }
+                                                      " s; waiting for members " + id_list(c.unready));
+    absorb_arrivals(c);
   }
   if (keeps_quorum(c.v, c.mine.gone, c.left)) return std::nullopt;
   return "this side of the view change keeps " + std::to_string(c.v.members.size() - c.mine.gone.size()) + " of the " +
@@ -188,6 +257,7 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
   c.round = round;
   c.mine.round = round;
   c.started = Clock::now();
+  c.view_messages_before = view_messages_sent_;
   Mailbox& box = port_->mailbox();
   box.acknowledge();
   for (InMessage& m : deferred_) absorb(c, m);
@@ -200,7 +270,9 @@ std::optional<ViewChange> Membership::agree(int64_t round) {
   ViewChange change;
   change.cut_off = settle(c);
   if (change.cut_off) {
-    // No view is adopted and no decision published: the majority's view is the run's.
+    // No view is adopted and no decision published: the majority's view is the run's. A member
+    // of this side that missed our last message learns from our answer that we are gone.
+    port_->set_cut_off(c.v.epoch);
     deferred_.clear();
     log("peer ", c.me, ": cut off from the run: ", *change.cut_off);
     return change;
@@ -257,7 +329,8 @@ void Membership::conclude(Change& c, ViewChange& change) {
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - c.started).count();
   log("peer ", c.me, ": view change to epoch ", change.view.epoch, ": ", change.view.members.size(), " members (gone: ",
       id_list(change.gone), ", joined: ", join_set.size(), "), resuming at round ", change.resume_round,
-      ", agreed in ", static_cast<int>(ms), " ms", c.decided ? " (adopted from a member that had decided)" : "");
+      ", agreed in ", static_cast<int>(ms), " ms", c.decided ? " (adopted from a member that had decided)" : "",
+      "; sent ", view_messages_sent_ - c.view_messages_before, " proposals");
 }
 
 }  // namespace gossip::peer

@@ -26,8 +26,10 @@ bool Membership::pending(bool include_joins) {
          (include_joins && port_->mailbox().has_kind(MessageKind::kJoin));
 }
 
-void Membership::send_text(int id, MessageKind kind, uint32_t epoch, uint64_t round, const std::string& text) {
-  port_->send(id, text_message(kind, epoch, round, 0, std::make_shared<const std::string>(pad_text(text))));
+void Membership::send_text(int id, MessageKind kind, uint32_t epoch, uint64_t round, const std::string& text,
+                           uint32_t tag) {
+  port_->send(id, text_message(kind, epoch, round, tag, std::make_shared<const std::string>(pad_text(text))));
+  if (kind == MessageKind::kView) ++view_messages_sent_;
 }
 
 void Membership::announce_leave(int64_t round) {

@@ -131,11 +131,13 @@ class Membership {
   void absorb(Change& c, const InMessage& m);
   void absorb_join(Change& c, const InMessage& m);
   void absorb_proposal(Change& c, const InMessage& m);
+  void note_status(Change& c, int id);
+  void absorb_arrivals(Change& c);
   std::optional<std::string> settle(Change& c);
   void conclude(Change& c, ViewChange& change);
   // Why a join request for a model of `params` values at `round` is refused ("" = it is not).
   std::string join_refusal(size_t params, int64_t round) const;
-  void send_text(int id, MessageKind kind, uint32_t epoch, uint64_t round, const std::string& text);
+  void send_text(int id, MessageKind kind, uint32_t epoch, uint64_t round, const std::string& text, uint32_t tag = 0);
   // Moves the comm thread's suspicion notes of current members into deferred_ (others dropped).
   void take_suspicions();
 
@@ -145,6 +147,7 @@ class Membership {
   size_t num_params_;
   int64_t total_steps_ = 0;
   int refused_ = 0;  // joiners refused so far (each gets a one-off address)
+  uint64_t view_messages_sent_ = 0;  // proposals and leave notes sent (each change logs how many)
   std::vector<InMessage> deferred_;  // messages of a later epoch, kept for the next change
   std::map<uint64_t, int> admitted_;  // nonce → id of each joiner admitted (a request may come twice)
 };

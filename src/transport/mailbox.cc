@@ -4,12 +4,13 @@
 
 namespace gossip::peer {
 
-void Mailbox::put(InMessage message) {
+void Mailbox::put(InMessage message, bool interrupt) {
   const MatchKey key{message.header.kind, static_cast<int>(message.header.sender),
                      message.header.round, message.header.tag, message.header.epoch};
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queues_[key].push_back(std::move(message));
+    if (interrupt) interrupted_ = true;
   }
   arrived_.notify_all();
 }

@@ -15,7 +15,8 @@ namespace gossip::peer {
 
 class Mailbox {
  public:
-  void put(InMessage message);
+  // With `interrupt`, also interrupt() (one wake-up for both).
+  void put(InMessage message, bool interrupt = false);
   // Waits for a chunk under `key` until `deadline`; rethrows a failure set by fail().
   std::optional<InMessage> take(const MatchKey& key, Clock::time_point deadline);
   bool ready(const MatchKey& key);

@@ -28,6 +28,9 @@ class MembershipPort : public Transport {
   // The outcome of this peer's last view change (of `epoch`): a member still proposing in that
   // epoch gets it back (kind kView, tag 1) instead of waiting for us forever.
   virtual void set_last_decision(uint32_t epoch, std::string text) = 0;
+  // This peer ended the change of `epoch` cut off: every proposal of that epoch it gets from now
+  // on is answered (kind kView, tag 2) so that a member still waiting for it counts it gone.
+  virtual void set_cut_off(uint32_t epoch) = 0;
   // Remembers where `id` is reached (e.g. a one-off address for a refused joiner).
   virtual void add_endpoint(int id, const std::string& endpoint, const std::string& key) = 0;
   // A joiner's request (text of kind kJoin) to the member listening at `contact`.
@@ -47,14 +50,19 @@ class MembershipPort : public Transport {
 class LastDecision {
  public:
   void set(uint32_t epoch, std::string text);
-  // The answer to a view-change message `h` of an epoch this peer has left: its decision, as a
-  // message of h's epoch with tag 1, when `h` is a proposal (tag 0) of the epoch decided last.
+  void set_cut_off(uint32_t epoch);
+  // Whether a view-change message `h` is one to answer (not to queue) for a peer now in
+  // `current_epoch`: one of an epoch it has left, or of the epoch it ended cut off.
+  bool answers(const Header& h, uint32_t current_epoch) const;
+  // The answer to such a message `h`, when it is a proposal (tag 0): "cut off" (tag 2) for the
+  // epoch this peer ended cut off; else its decision, tag 1, for the epoch it decided last.
   std::optional<OutMessage> answer(const Header& h) const;
 
  private:
   mutable std::mutex mutex_;
   uint32_t epoch_ = ~0u;                    // guarded by mutex_
   std::shared_ptr<const std::string> text_;  // guarded by mutex_
+  uint32_t cut_off_epoch_ = ~0u;            // guarded by mutex_
 };
 
 }  // namespace gossip::peer

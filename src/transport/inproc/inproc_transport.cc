@@ -23,11 +23,31 @@ int slot_of_endpoint(const std::string& endpoint) {
 }  // namespace
 
 InprocFabric::InprocFabric(int n)
-    : transports_(n, nullptr), reachable_(std::make_unique<std::atomic<bool>[]>(n)), triggers_(n) {
+    : transports_(n, nullptr),
+      reachable_(std::make_unique<std::atomic<bool>[]>(n)),
+      triggers_(n),
+      side_(std::make_unique<std::atomic<int>[]>(n)) {
   for (int i = 0; i < n; ++i) {
     boxes_.push_back(std::make_unique<Mailbox>());
     reachable_[i] = true;
+    side_[i] = 0;
   }
+}
+
+void InprocFabric::set_side(int slot, int side) {
+  if (slot < 0 || slot >= size()) throw Error("inproc transport", "no slot " + std::to_string(slot));
+  side_[slot] = side;
+}
+
+void InprocFabric::set_link(const LinkModel& model) {
+  // Not locked: called before any peer sends (a wire stopping here could be delivering under mutex_).
+  wire_.reset();
+  if (model.active()) wire_ = std::make_unique<InprocWire>(model, [this](int slot, InMessage m) { arrive(slot, std::move(m)); });
+}
+
+uint64_t InprocFabric::lost() const {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  return wire_ ? wire_->lost() : 0;
 }
 
 void InprocFabric::attach(int slot, InprocTransport* t) {
@@ -160,11 +180,19 @@ void InprocTransport::deliver(int slot, InMessage message) {
   // A peer that crashed or is cut off sends nothing and is sent nothing.
   if (!fabric_->reachable(slot_) || !fabric_->reachable(slot)) return;
   const MessageKind kind = message.header.kind;
-  fabric_->deliver(slot, std::move(message));
+  fabric_->deliver(slot_, slot, std::move(message));
   fabric_->count_sent(slot_, kind);
 }
 
-void InprocFabric::deliver(int slot, InMessage message) {
+void InprocFabric::deliver(int from_slot, int slot, InMessage message) {
+  if (side_[from_slot] != side_[slot]) return;  // across a partition
+  // (wire_ is set before any peer sends: read without the lock)
+  if (wire_) wire_->send(from_slot, slot, std::move(message));
+  else arrive(slot, std::move(message));
+}
+
+void InprocFabric::arrive(int slot, InMessage message) {
+  if (!reachable_[slot]) return;  // crashed while the message was on the way
   // Held while the receiver handles it, so that it cannot be destroyed meanwhile (recursive: an
   // answer to a late proposal is delivered from inside).
   std::lock_guard<std::recursive_mutex> lock(mutex_);
@@ -174,16 +202,15 @@ void InprocFabric::deliver(int slot, InMessage message) {
 
 void InprocTransport::arrive(InMessage m) {
   const Header& h = m.header;
-  if (h.kind == MessageKind::kView && h.epoch < epoch_) {
-    // A late proposal of a change that is over: answered with the decision, never queued.
+  if (decision_.answers(h, epoch_)) {
+    // A late proposal of a change that is over (or that this peer ended cut off): answered, never queued.
     std::optional<OutMessage> decision = decision_.answer(h);
     if (decision && slot_of(static_cast<int>(h.sender)) >= 0) send(static_cast<int>(h.sender), std::move(*decision));
     return;
   }
   received_ += m.bytes();
   const bool proposal = h.kind == MessageKind::kView;
-  box().put(std::move(m));
-  if (proposal) box().interrupt();
+  box().put(std::move(m), proposal);
 }
 
 std::optional<InMessage> InprocTransport::receive(const MatchKey& key, Clock::time_point deadline) {

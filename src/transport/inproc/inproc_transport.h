@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "transport/inproc/inproc_wire.h"
 #include "transport/mailbox.h"
 #include "transport/membership_port.h"
 
@@ -31,12 +32,19 @@ class InprocFabric {
   // While off, everything sent to or from `slot` is lost (a partition of one; nobody is told).
   void set_reachable(int slot, bool reachable);
   bool reachable(int slot) const;
+  // A partition: messages between slots on different sides are lost (all start on side 0).
+  void set_side(int slot, int side);
+  // Latency, jitter and loss for every message (see InprocWire); call before any peer sends. By
+  // default messages arrive at once, on the sender's thread.
+  void set_link(const LinkModel& model);
+  uint64_t lost() const;  // view-change messages the link model lost
 
  private:
   friend class InprocTransport;
   void attach(int slot, InprocTransport* t);
   void detach(int slot);
-  void deliver(int slot, InMessage message);
+  void deliver(int from_slot, int slot, InMessage message);
+  void arrive(int slot, InMessage message);
   void count_sent(int slot, MessageKind kind);  // crashes `slot` when its trigger is reached
 
   std::vector<std::unique_ptr<Mailbox>> boxes_;
@@ -50,6 +58,8 @@ class InprocFabric {
     int left = -1;  // messages of `kind` still to send before the crash; -1: none armed
   };
   std::vector<CrashTrigger> triggers_;        // guarded by mutex_
+  std::unique_ptr<std::atomic<int>[]> side_;
+  std::unique_ptr<InprocWire> wire_;  // set before the peers start (set_link); last, so it stops first
 };
 
 class InprocTransport final : public MembershipPort {
@@ -75,6 +85,7 @@ class InprocTransport final : public MembershipPort {
   void set_self_id(int id) override { self_id_ = id; }
   void set_members(const std::vector<PeerAddress>& members, uint32_t epoch) override;
   void set_last_decision(uint32_t epoch, std::string text) override { decision_.set(epoch, std::move(text)); }
+  void set_cut_off(uint32_t epoch) override { decision_.set_cut_off(epoch); }
   void add_endpoint(int id, const std::string& endpoint, const std::string& key) override;
   void send_join(const std::string& contact, const std::string& contact_key, const std::string& text,
                  uint64_t nonce) override;

@@ -91,9 +91,10 @@ void ZmqTransport::accept(zmq::socket_t& router, const zmq::message_t& identity,
     if (link != links_.end()) lent_done(link->second, link->first, h);  // else gone, and its lent chunks with it
     return;
   }
-  // A late proposal of a change that is over: neither queued nor allowed to interrupt (an
-  // interrupt with nothing to agree on would abandon a collective for nothing).
-  if (kind == MessageKind::kView && h.epoch < epoch_) {
+  // A late proposal of a change that is over (or that this peer ended cut off): neither queued
+  // nor allowed to interrupt (an interrupt with nothing to agree on would abandon a collective
+  // for nothing).
+  if (decision_.answers(h, epoch_)) {
     std::optional<OutMessage> decision = decision_.answer(h);
     bool known;
     {

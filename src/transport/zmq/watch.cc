@@ -135,9 +135,9 @@ void ZmqTransport::watch_members(Clock::time_point now) {
 }
 
 bool ZmqTransport::changing(Clock::time_point now) const {
-  // While a change runs, members repeat their proposal to those they wait for every second
-  // (Membership::settle; every n/64 s in a view of n > 64) and a heartbeat comes every third of
-  // dead_after_s; a change seen within dead_after_s + 1.5 s is taken to be still running.
+  // While a change runs, members repeat their proposal to those they wait for at least every
+  // second (Membership::settle; every n/64 s in a view of n > 64) and a heartbeat comes every
+  // third of dead_after_s; a change seen within dead_after_s + 1.5 s is taken to be still running.
   return change_seen_ != Clock::time_point{} &&
          now - change_seen_ <= std::chrono::duration<double>(options_.dead_after_s + 1.5);
 }

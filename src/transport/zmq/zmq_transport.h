@@ -107,6 +107,7 @@ class ZmqTransport final : public MembershipPort {
   void set_self_id(int id) override;
   void set_members(const std::vector<PeerAddress>& members, uint32_t epoch) override;
   void set_last_decision(uint32_t epoch, std::string text) override { decision_.set(epoch, std::move(text)); }
+  void set_cut_off(uint32_t epoch) override { decision_.set_cut_off(epoch); }
   void add_endpoint(int id, const std::string& endpoint, const std::string& key) override;
   void send_join(const std::string& contact, const std::string& contact_key, const std::string& text,
                  uint64_t nonce) override;
