@@ -51,7 +51,9 @@ void InprocWire::run() {
     }
     const Clock::time_point now = Clock::now();
     if (queue_.top().due > now) {
-      changed_.wait_until(lock, queue_.top().due);
+      // A copy: the wait releases the lock, and a send meanwhile may move the queue's storage.
+      const Clock::time_point next = queue_.top().due;
+      changed_.wait_until(lock, next);
       continue;
     }
     // Everything due goes out in one batch, outside the lock (an arrival may send an answer).
