@@ -204,7 +204,7 @@ TEST(Agreement, AMemberThatMissedTheLastMessageOfAPeerCutOffLearnsItFromItsAnswe
   ready4.round = kRound;
   ready4.gone = {0, 1, 2};
   ready4.ready = true;
-  ports[4]->send(3, text_message(MessageKind::kView, 0, kRound, 0,
+  ports[4]->send(3, text_message(MessageKind::kView, 0, kRound, kViewProposal,
                                  std::make_shared<const std::string>(pad_text(proposal_text(ready4, {})))));
   ASSERT_TRUE(node3.membership.pending());
   const std::optional<ViewChange> change3 = node3.membership.agree(kRound);

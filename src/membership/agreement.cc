@@ -111,7 +111,7 @@ void Membership::absorb_proposal(Change& c, const InMessage& m) {
     return;
   }
   if (m.header.epoch < c.v.epoch || c.v.rank_of(sender) < 0) return;  // stale or from a non-member
-  if (m.header.tag == 2) {  // that member ended this change cut off: it leaves the view (and rejoins)
+  if (m.header.tag == kViewCutOff) {  // that member ended this change cut off: it leaves the view (and rejoins)
     if (sender != c.me && c.mine.gone.insert(sender).second) {
       log("peer ", c.me, ": peer ", sender, " ended this view change cut off: it is gone from epoch ", c.v.epoch);
       c.ready = false;
@@ -127,14 +127,14 @@ void Membership::absorb_proposal(Change& c, const InMessage& m) {
   const ViewProposal& p = *parsed;
   c.any_view_message = true;
   if (p.gone.count(sender)) c.left.insert(sender);  // its own leave (announce_leave)
-  if (m.header.tag == 1) {  // that member decided this already: adopt it
+  if (m.header.tag == kViewDecision) {  // that member decided this already: adopt it
     c.decided = p;
     return;
   }
-  // A repeat (tag 0, the same as that member's latest) means it still waits for us, perhaps for
-  // a message of ours that was lost: we answer with our current state (tag 3, never answered in
-  // turn, so two waiting members do not answer each other forever).
-  if (auto it = c.latest.find(sender); m.header.tag == 0 && it != c.latest.end() && it->second.p == p &&
+  // A repeat (a kViewProposal the same as that member's latest) means it still waits for us,
+  // perhaps for a message of ours that was lost: we answer with our current state (kViewAnswer,
+  // never answered in turn, so two waiting members do not answer each other forever).
+  if (auto it = c.latest.find(sender); m.header.tag == kViewProposal && it != c.latest.end() && it->second.p == p &&
                                        it->second.ready == p.ready)
     c.repeated_to_us.insert(sender);
   const size_t before = c.mine.gone.size() + c.mine.joins.size();
@@ -228,7 +228,7 @@ std::optional<std::string> Membership::settle(Change& c) {
       last_sent = Clock::now();
     }
     for (int id : c.repeated_to_us)
-      if (!c.mine.gone.count(id)) send_text(id, MessageKind::kView, c.v.epoch, c.round, text, 3);
+      if (!c.mine.gone.count(id)) send_text(id, MessageKind::kView, c.v.epoch, c.round, text, kViewAnswer);
     c.repeated_to_us.clear();
     if (c.ready && c.unready.empty()) break;  // phase 2 done: every member is ready on our set
     if (Clock::now() - c.started > std::chrono::duration<double>(timeout_s_))
@@ -249,7 +249,7 @@ std::optional<std::string> Membership::settle(Change& c) {
 // only grows its set while not ready — new joins after "ready" wait for the next change — so once
 // all are ready on a set nobody can leave it. Suspicions still get in (a silent member would block
 // phase 2 forever); a member that decided answers a late proposal of the old epoch with its
-// decision (tag 1), which the late one adopts.
+// decision (kViewDecision), which the late one adopts.
 std::optional<ViewChange> Membership::agree(int64_t round) {
   Change c;
   c.v = view_->view();
@@ -303,7 +303,7 @@ void Membership::conclude(Change& c, ViewChange& change) {
   for (const Member& m : change.view.members)
     for (const JoinRequest& j : join_set)
       if (m.endpoint == j.endpoint && c.v.rank_of(m.id) < 0) admitted_[j.nonce] = m.id;
-  // A member that proposes late gets this decision back (tag 1), with the resume round.
+  // A member that proposes late gets this decision back (kViewDecision), with the resume round.
   ViewProposal final_set = c.mine;
   final_set.round = resume;
   final_set.ready = true;

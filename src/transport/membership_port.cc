@@ -21,11 +21,12 @@ bool LastDecision::answers(const Header& h, uint32_t current_epoch) const {
 
 std::optional<OutMessage> LastDecision::answer(const Header& h) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (h.kind != MessageKind::kView || h.tag != 0) return std::nullopt;
+  if (h.kind != MessageKind::kView || h.tag != kViewProposal) return std::nullopt;
   if (h.epoch == cut_off_epoch_)
-    return text_message(MessageKind::kView, h.epoch, 0, 2, std::make_shared<const std::string>(pad_text("cut off\n")));
+    return text_message(MessageKind::kView, h.epoch, 0, kViewCutOff,
+                        std::make_shared<const std::string>(pad_text("cut off\n")));
   if (h.epoch != epoch_ || !text_) return std::nullopt;
-  return text_message(MessageKind::kView, h.epoch, 0, 1, text_);
+  return text_message(MessageKind::kView, h.epoch, 0, kViewDecision, text_);
 }
 
 }  // namespace gossip::peer

@@ -15,6 +15,14 @@
 
 namespace gossip::peer {
 
+// The header tag of a view-change message (kind kView).
+enum ViewTag : uint32_t {
+  kViewProposal = 0,  // a member's proposal (or its repeat)
+  kViewDecision = 1,  // a member that decided answers a late proposal with its decision
+  kViewCutOff = 2,    // a member that ended the change cut off answers a proposal with this
+  kViewAnswer = 3,    // a member answers a repeat with its state; never answered in turn
+};
+
 class MembershipPort : public Transport {
  public:
   // Membership messages (view changes, joins, welcomes, suspicion notes of the failure detector)
@@ -26,10 +34,10 @@ class MembershipPort : public Transport {
   // stale from then on (answered with the last decision, never queued).
   virtual void set_members(const std::vector<PeerAddress>& members, uint32_t epoch) = 0;
   // The outcome of this peer's last view change (of `epoch`): a member still proposing in that
-  // epoch gets it back (kind kView, tag 1) instead of waiting for us forever.
+  // epoch gets it back (kViewDecision) instead of waiting for us forever.
   virtual void set_last_decision(uint32_t epoch, std::string text) = 0;
   // This peer ended the change of `epoch` cut off: every proposal of that epoch it gets from now
-  // on is answered (kind kView, tag 2) so that a member still waiting for it counts it gone.
+  // on is answered (kViewCutOff) so that a member still waiting for it counts it gone.
   virtual void set_cut_off(uint32_t epoch) = 0;
   // Remembers where `id` is reached (e.g. a one-off address for a refused joiner).
   virtual void add_endpoint(int id, const std::string& endpoint, const std::string& key) = 0;
@@ -54,8 +62,8 @@ class LastDecision {
   // Whether a view-change message `h` is one to answer (not to queue) for a peer now in
   // `current_epoch`: one of an epoch it has left, or of the epoch it ended cut off.
   bool answers(const Header& h, uint32_t current_epoch) const;
-  // The answer to such a message `h`, when it is a proposal (tag 0): "cut off" (tag 2) for the
-  // epoch this peer ended cut off; else its decision, tag 1, for the epoch it decided last.
+  // The answer to such a message `h`, when it is a proposal: "cut off" (kViewCutOff) for the
+  // epoch this peer ended cut off; else its decision (kViewDecision) for the epoch it decided last.
   std::optional<OutMessage> answer(const Header& h) const;
 
  private:

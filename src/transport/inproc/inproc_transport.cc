@@ -236,8 +236,7 @@ void InprocTransport::suspect(int id) {
   InMessage note;
   note.header.kind = MessageKind::kSuspect;
   note.header.sender = static_cast<uint32_t>(id);
-  box().put(std::move(note));
-  box().interrupt();
+  box().put(std::move(note), /*interrupt=*/true);
 }
 
 TransportStats InprocTransport::stats() const {

@@ -134,10 +134,9 @@ void ZmqTransport::accept(zmq::socket_t& router, const zmq::message_t& identity,
     in.data = copy->data();
     in.owner = copy;
   }
-  mailbox_.put(std::move(in));
   // A proposal from another member interrupts the training thread wherever it waits (a join
   // request waits for the next step: it may yet be refused).
-  if (options_.elastic && kind == MessageKind::kView) mailbox_.interrupt();
+  mailbox_.put(std::move(in), options_.elastic && kind == MessageKind::kView);
 }
 
 void ZmqTransport::answer_control(zmq::socket_t& router, const zmq::message_t& identity, const Header& request,

@@ -128,8 +128,7 @@ void ZmqTransport::watch_members(Clock::time_point now) {
       InMessage note;
       note.header.kind = MessageKind::kSuspect;
       note.header.sender = static_cast<uint32_t>(id);
-      mailbox_.put(std::move(note));
-      mailbox_.interrupt();
+      mailbox_.put(std::move(note), /*interrupt=*/true);
     }
   }
 }
