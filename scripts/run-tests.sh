@@ -2,7 +2,8 @@
 # The README's test command: install, build, run the whole suite through ctest.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-# PyTorch (Debian's python3-torch) for the tests of the Python module with torch models.
-GOSSIP_EXTRA_PACKAGES=python3-torch bash scripts/setup.sh
+# PyTorch (Debian's python3-torch) for the tests of the Python module with torch models; Open MPI
+# and a one-node Slurm (slurm-wlm, munge) for the tests that start peers with mpirun and srun.
+GOSSIP_EXTRA_PACKAGES="python3-torch openmpi-bin slurm-wlm munge" bash scripts/setup.sh
 cd "${GOSSIP_BUILD_DIR:-build}"
 ctest --output-on-failure -j "$(nproc)" --timeout 300

@@ -33,6 +33,40 @@ TEST(Config, Watchers) {
   EXPECT_NE(error_of("algorithm: {kind: gossip, watchers: -1}").find("watchers"), std::string::npos);
 }
 
+TEST(Config, WatchersAndIndirectProbes) {
+  EXPECT_EQ(parse_config("seed: 3", "t.yaml").algorithm.indirect_probes, 3);
+  EXPECT_EQ(parse_config("algorithm: {kind: gossip, indirect_probes: 0}", "t.yaml").algorithm.indirect_probes, 0);
+  EXPECT_NE(error_of("algorithm: {kind: gossip, indirect_probes: -2}").find("indirect_probes"), std::string::npos);
+}
+
+// Cluster peers: the endpoints come from the job's environment (here Open MPI's on one host and
+// Slurm's on two), each rank at base_port + its index on its host.
+TEST(Config, PeersFromTheClustersHostList) {
+  ::setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
+  ::setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "3", 1);
+  const RunConfig mpi = parse_config("peers: {hosts: mpi, base_port: 29500}", "t.yaml");
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  ::unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  ASSERT_EQ(mpi.peers.count(), 3);
+  EXPECT_EQ(mpi.peers.list[2].endpoint, "tcp://127.0.0.1:29502");
+  ::setenv("SLURM_JOB_NODELIST", "n[1-2]", 1);
+  ::setenv("SLURM_TASKS_PER_NODE", "2(x2)", 1);
+  const RunConfig slurm = parse_config("peers: {hosts: slurm, base_port: 7000, count: 4}", "t.yaml");
+  const std::string wrong_count = error_of("peers: {hosts: slurm, base_port: 7000, count: 5}");
+  ::unsetenv("SLURM_JOB_NODELIST");
+  ::unsetenv("SLURM_TASKS_PER_NODE");
+  ASSERT_EQ(slurm.peers.count(), 4);
+  EXPECT_EQ(slurm.peers.list[1].endpoint, "tcp://n1:7001");
+  EXPECT_EQ(slurm.peers.list[2].endpoint, "tcp://n2:7000");
+  EXPECT_NE(wrong_count.find("the job has 4 ranks"), std::string::npos) << wrong_count;
+  const std::string outside = error_of("seed: 1\npeers: {hosts: slurm, base_port: 7000}");
+  EXPECT_NE(outside.find("test.yaml:2"), std::string::npos) << outside;
+  EXPECT_NE(outside.find("SLURM_JOB_NODELIST is not set"), std::string::npos) << outside;
+  EXPECT_NE(error_of("peers: {hosts: mpi}").find("base_port"), std::string::npos);
+  EXPECT_NE(error_of("peers: {hosts: /nonexistent/hosts.txt, base_port: 1}").find("/nonexistent/hosts.txt"),
+            std::string::npos);
+}
+
 TEST(Config, DataCacheDirectory) {
   ::setenv("GOSSIP_CACHE_DIR", "/tmp/from-env", 1);
   EXPECT_EQ(parse_config("seed: 3", "t.yaml").data.cache_dir, "/tmp/from-env");

@@ -26,9 +26,10 @@ using testing::TempDir;
 // `watchers` < 3: a member is watched by fewer than all others (the failure detector's steady
 // state in larger runs), so a silent one is first suspected by its watchers alone and the others
 // only in the view change (see watch_sets).
-std::string body(double epochs, int watchers = 3) {
+std::string body(double epochs, int watchers = 3, int indirect_probes = 3) {
   return "seed: 5\ndevice: cpu\nlog_every: 100\n"
-         "algorithm: {kind: gossip, timeout_s: 40, dead_after_s: 2, watchers: " + std::to_string(watchers) + "}\n"
+         "algorithm: {kind: gossip, timeout_s: 40, dead_after_s: 2, watchers: " + std::to_string(watchers) +
+         ", indirect_probes: " + std::to_string(indirect_probes) + "}\n"
          "model: {hidden: [32]}\n"
          "data: {dataset: synthetic, synthetic: {train: 6000, test: 1000, dims: 32, classes: 8, noise: 4}}\n"
          "optimizer: {lr: 0.01, momentum: 0.9, batch: 32, epochs: " + std::to_string(epochs) + "}\n";
@@ -176,11 +177,13 @@ class Partition : public ::testing::Test {
                           address(to) + "/32",
                       10);
   }
-  std::pair<std::string, int> partitioned_run(const std::set<int>& a, const std::set<int>& b, int watchers = 3) {
+  std::pair<std::string, int> partitioned_run(const std::set<int>& a, const std::set<int>& b, int watchers = 3,
+                                              int indirect_probes = 3) {
     std::string peers = "peers:\n";
     for (int i = 0; i < kPeers; ++i)
       peers += "  - {id: " + std::to_string(i) + ", endpoint: tcp://" + address(i) + ":29611}\n";
-    const std::string yaml = dir_.write("run.yaml", body(60, watchers) + peers + "topology: ring\n");
+    const std::string yaml =
+        dir_.write("run.yaml", body(60, watchers, indirect_probes) + peers + "topology: ring\n");
     LaunchedRun run(dir_, yaml, wrapper(dir_, "ip netns exec " + tag_ + "-$4 "));
     testing::wait_for_text(run.log_path(), "] step 100/", 60);
     cut(a, b);
@@ -207,6 +210,27 @@ TEST_F(Partition, ThreeAndOneHealedAfterTenSeconds) {
   const auto [log, code] = partitioned_run({0}, {1, 2, 3});
   EXPECT_NE(log.find("3 members (gone: 0,"), std::string::npos) << log;
   expect_one_model(log, code, {1, 2, 3}, kPeers);
+}
+
+// One link cut, between peers 0 and 2 (not ring neighbours, so no gossip crosses it), for ten
+// seconds: with two watchers each, 2 watches 0 and 0 watches 2, and each stops hearing the other.
+// Asked, peer 1 (0's other watcher) and peer 3 still hear them: nobody is suspected, no view
+// changes, and all four end with one model. Without indirect probes (the second run) the cut
+// link alone evicts a live member: both ends suspect each other at once, the view change takes
+// both out, and the two left are half of four without the lowest id, so every peer is cut off.
+TEST_F(Partition, OneCutLinkEvictsNobody) {
+  const auto [log, code] = partitioned_run({0}, {2}, 2);
+  EXPECT_NE(log.find("[peer 2] peer 2: no word from peer 0 for"), std::string::npos) << log;
+  EXPECT_NE(log.find("ms ago: not suspected (the link between us may be cut)"), std::string::npos) << log;
+  EXPECT_EQ(log.find("suspected dead"), std::string::npos) << log;
+  EXPECT_EQ(log.find("view change to epoch"), std::string::npos) << log;
+  expect_one_model(log, code, {0, 1, 2, 3}, kPeers);
+}
+
+TEST_F(Partition, OneCutLinkEvictsAMemberWithoutIndirectProbes) {
+  const auto [log, code] = partitioned_run({0}, {2}, 2, 0);
+  EXPECT_NE(log.find("suspected dead"), std::string::npos) << log;
+  EXPECT_NE(log.find("cut off from the run"), std::string::npos) << log;
 }
 
 }  // namespace

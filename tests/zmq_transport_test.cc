@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <thread>
 #include <zmq.hpp>
 
@@ -67,6 +68,61 @@ TEST(WatchSets, EachMemberHasItsWatchersAndBeatsAConstantNumber) {
   EXPECT_EQ(watch_sets({1, 2, 3, 4}, 2, 3).watch, (std::vector<int>{1, 3, 4}));
   EXPECT_EQ(watch_sets(ids, 7, 0).beat.size(), 7u);
   EXPECT_TRUE(watch_sets(ids, 99, 3).beat.empty());  // not a member
+}
+
+// Indirect probes go first to the target's other watchers (they hear its heartbeats), then to
+// the rest of the view, rotating; never to the asker or the target.
+TEST(ProbeHelpers, TheTargetsOtherWatchersFirstThenOthersRotating) {
+  const std::vector<int> ids = {3, 8, 5, 30, 4, 9, 2, 7};
+  // 4 heartbeats 9, 2, 7: asked by 9 about 4, the others of those are 2 and 7.
+  const std::vector<int> h = probe_helpers(ids, 9, 4, 3, 3, 0);
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_EQ(std::vector<int>(h.begin(), h.begin() + 2), (std::vector<int>{2, 7}));
+  EXPECT_TRUE(h[2] != 9 && h[2] != 4 && h[2] != 2 && h[2] != 7) << h[2];
+  std::set<int> thirds;
+  for (uint64_t turn = 0; turn < 16; ++turn) {
+    const std::vector<int> t = probe_helpers(ids, 9, 4, 3, 3, turn);
+    ASSERT_EQ(t.size(), 3u);
+    EXPECT_EQ(std::set<int>(t.begin(), t.end()).size(), 3u);
+    for (int id : t) EXPECT_TRUE(id != 9 && id != 4) << id;
+    thirds.insert(t[2]);
+  }
+  EXPECT_GE(thirds.size(), 3u);  // the third helper moves on from turn to turn
+  EXPECT_TRUE(probe_helpers(ids, 9, 4, 3, 0, 0).empty());
+  EXPECT_TRUE(probe_helpers(ids, 9, 99, 3, 3, 0).empty());          // not a member
+  EXPECT_EQ(probe_helpers({1, 2, 3}, 1, 2, 3, 3, 0), (std::vector<int>{3}));  // only one other there is
+  EXPECT_EQ(probe_helpers({1, 2}, 1, 2, 3, 3, 0).size(), 0u);
+}
+
+// Four elastic members, each watched by two (3 is watched by 0 and 1). While all live nobody is
+// suspected; once 3 is gone, its watchers ask around (1 answers how long ago it heard from 3, 2
+// pings it) and still suspect it dead_after_s after its last heartbeat: an answer carries an
+// age, so it never keeps a dead member alive. 2, which does not watch 3, suspects nobody.
+TEST_F(ZmqTransportTest, ACrashedMemberIsSuspectedOnTimeDespiteIndirectProbes) {
+  std::vector<std::unique_ptr<ZmqTransport>> t;
+  for (int r = 0; r < 4; ++r) {
+    ZmqTransportOptions o = options(r, 4);
+    o.elastic = true;
+    o.heartbeat_s = 0.05;
+    o.dead_after_s = 0.6;
+    o.watchers = 2;
+    t.push_back(std::make_unique<ZmqTransport>(o));
+  }
+  const auto suspicion = [&](int r, double wait_s) {
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_s));
+    auto m = t[r]->mailbox().take_any({MessageKind::kSuspect}, deadline);
+    return m ? static_cast<int>(m->header.sender) : -1;
+  };
+  EXPECT_EQ(suspicion(0, 1.5), -1);  // everyone hears everyone it watches
+  const auto crashed = Clock::now();
+  t[3].reset();
+  EXPECT_EQ(suspicion(0, 3), 3);
+  const double after_s = std::chrono::duration<double>(Clock::now() - crashed).count();
+  EXPECT_EQ(suspicion(1, 1), 3);
+  EXPECT_GE(after_s, 0.4);
+  EXPECT_LE(after_s, 3);
+  EXPECT_EQ(suspicion(2, 0.5), -1);
+  EXPECT_GT(t[0]->stats().heartbeats_sent, 0u);
 }
 
 TEST_F(ZmqTransportTest, ChunkedVectorsTravelBothWays) {

@@ -8,6 +8,13 @@ namespace gossip {
 // True for tcp://host:0, an endpoint that binds any free port and is found through a rendezvous.
 bool binds_any_port(const std::string& endpoint);
 
+// Where a peer listens for its own endpoint: the endpoint itself, except a tcp:// endpoint named
+// by a host name (tcp://node07:29500, from a cluster's host list), which ZeroMQ cannot bind: that
+// one listens on every interface at its port (tcp://*:29500), as the other hosts reach it by
+// whatever address the name has there (a host's own /etc/hosts often maps its name to loopback).
+// localhost listens on 127.0.0.1; addresses and interface names are left to ZeroMQ.
+std::string listen_address(const std::string& endpoint);
+
 // DIR/peer-ID followed by `suffix`: how every per-peer file of a run is named (rendezvous
 // files, ipc sockets, checkpoints, CurveZMQ keys).
 std::string peer_path(const std::string& dir, int id, const std::string& suffix = "");

@@ -10,6 +10,7 @@
 
 #include "common/endpoint.h"
 #include "common/error.h"
+#include "common/hostlist.h"
 #include "peer/map_reader.h"
 
 namespace gossip::peer {
@@ -37,6 +38,42 @@ void check_keys(const YAML::Node& node, const std::string& file) {
       throw Error(file + ":" + std::to_string(line), "duplicate key '" + it->first.Scalar() + "' (first at line " +
                                                          std::to_string(first->second) + ")");
     check_keys(it->second, file);
+  }
+}
+
+std::string read_host_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path, "cannot read the host file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// `peers: {hosts: slurm | mpi | FILE, base_port: P}`: rank r listens on base_port + (its index
+// among the ranks of its host) on its host, which the job's own environment (or the file) says.
+void parse_cluster_peers(MapReader& p, const YAML::Node& node, RunConfig& cfg) {
+  std::string source, hostfile;
+  int base_port = 0, count = 0;
+  p.read_string("hosts", source);
+  p.read_string("hostfile", hostfile);
+  p.read_number("count", count, 1, 4096);
+  if (!p.has("base_port")) p.fail(node, "'hosts' needs a base_port (each rank listens on base_port + its local index)");
+  p.read_number("base_port", base_port, 1, 65535);
+  p.finish();
+  if (!hostfile.empty() && source != "mpi") p.fail(p.get("hostfile"), "'hostfile' goes with hosts: mpi", "hostfile");
+  std::vector<RankPlace> places;
+  try {
+    places = job_layout(source, hostfile, process_environment(), read_host_file);
+  } catch (const Error& e) {
+    p.fail(p.get("hosts"), e.what(), "hosts");
+  }
+  if (places.empty()) p.fail(p.get("hosts"), "the job has no ranks", "hosts");
+  if (count && count != static_cast<int>(places.size()))
+    p.fail(p.get("count"), "count " + std::to_string(count) + ", but the job has " + std::to_string(places.size()) + " ranks",
+           "count");
+  for (const RankPlace& r : places) {
+    if (base_port + r.local > 65535) p.fail(p.get("base_port"), "base_port + ranks on one host exceeds 65535", "base_port");
+    cfg.peers.list.push_back({static_cast<int>(cfg.peers.list.size()), "tcp://" + r.host + ":" + std::to_string(base_port + r.local)});
   }
 }
 
@@ -70,11 +107,12 @@ void parse_peers(MapReader& top, RunConfig& cfg) {
     return;
   }
   MapReader p(node, top.file(), "peers");
+  if (p.has("hosts")) return parse_cluster_peers(p, node, cfg);
   int count = 1;
   std::string host = "127.0.0.1";
   int base_port = 0;
   std::string ipc_dir;
-  if (!p.has("count")) p.fail(node, "missing field 'count'");
+  if (!p.has("count")) p.fail(node, "missing field 'count' (or 'hosts': slurm, mpi or a host file)");
   p.read_number("count", count, 1, 4096);
   p.read_string("host", host);
   p.read_number("base_port", base_port, 0, 65535);
@@ -166,6 +204,7 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
     r.read_number("heartbeat_s", a.heartbeat_s, 0, 60);
     r.read_number("dead_after_s", a.dead_after_s, 0.1, 86400);
     r.read_number("watchers", a.watchers, 0, 1 << 20);
+    r.read_number("indirect_probes", a.indirect_probes, 0, 64);
     r.read_number("chunk_bytes", a.chunk_bytes, 4096, 1 << 30);
     r.read_number("max_norm_ratio", a.max_norm_ratio, 0, 1e30);
     r.read_choice("wire", a.wire, {{"f32", Dtype::kF32}, {"bf16", Dtype::kBf16}});

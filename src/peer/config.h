@@ -43,6 +43,7 @@ struct AlgorithmConfig {
   double heartbeat_s = 0.25;          // each member heartbeats its watchers this often
   double dead_after_s = 3;            // a member with no heartbeat this long is removed from the run
   int watchers = 3;                   // members that heartbeat-watch each member (0: all of them)
+  int indirect_probes = 3;            // others asked about a silent member before it is suspected (0: none)
   int64_t chunk_bytes = 1 << 20;      // payload frames are at most this large
   double max_norm_ratio = 10;         // gossip: a neighbour's values this many times our norm are not mixed (0 = off)
   Dtype wire = Dtype::kF32;           // gossip, push-sum: values travel as f32 (exact) or bf16 (half the bytes)

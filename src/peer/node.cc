@@ -115,6 +115,7 @@ void Node::open_transport() {
   opt.heartbeat_s = cfg_.algorithm.heartbeat_s;
   opt.dead_after_s = cfg_.algorithm.dead_after_s;
   opt.watchers = cfg_.algorithm.watchers;
+  opt.indirect_probes = cfg_.algorithm.indirect_probes;
   opt.rendezvous_dir = options_.rendezvous_dir;
   opt.run_id = run_id_from_environment();
   opt.chunk_bytes = static_cast<size_t>(cfg_.algorithm.chunk_bytes);

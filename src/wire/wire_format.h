@@ -24,7 +24,7 @@ enum class MessageKind : uint16_t {
   kAllGather = 4,      // ring all-reduce, second half; tag = step
   kControlRequest = 5, // a tool asks a peer something; tag = ControlOp, payload = JSON text
   kControlReply = 6,   // the answer; weight = 1 when the payload is floats, 0 when JSON text
-  kHeartbeat = 7,      // empty; tells a member the sender is alive
+  kHeartbeat = 7,      // empty; tells a member the sender is alive (tag: ProbeTag)
   kView = 8,           // a view-change proposal (text: round, gone ids, joins); epoch = the old one
   kJoin = 9,           // a new peer asks to join (text: its endpoint); from a "j<nonce>" connection
   kWelcome = 10,       // to a joiner: the new view, its id, the start round (text)
@@ -33,6 +33,18 @@ enum class MessageKind : uint16_t {
   kSuspect = 100,      // never on the wire: the comm thread's note that a member fell silent
 };
 inline constexpr uint16_t kLastWireKind = 12;
+
+// What a kHeartbeat says (its tag): the failure detector's indirect probes (SWIM). A member
+// that has not heard from one it watches for a while asks a few others about it (kProbeAsk,
+// round = that member's id); each that heard from it lately answers when (kProbeVouch, round =
+// the id, weight = seconds since), and one that did not pings it (kProbePing, answered with a
+// kBeat) and vouches once it hears back. Peers before these tags took every one as a beat.
+enum ProbeTag : uint32_t {
+  kBeat = 0,
+  kProbeAsk = 1,
+  kProbePing = 2,
+  kProbeVouch = 3,
+};
 
 // Header flags.
 inline constexpr uint16_t kFlagLent = 1;  // the payload frame is a LentRef; the values stay with the sender

@@ -75,6 +75,10 @@ std::optional<std::string> ZmqTransport::judge(const std::string& who, std::vect
            std::to_string(options_.chunk_bytes) + ")";
   if (lent && !checksum_ok()) return "a lent chunk reference with a bad checksum";
   if (kind == MessageKind::kLentDone && !checksum_ok()) return "a lent-done with a bad checksum";
+  if (kind == MessageKind::kHeartbeat && h->tag != kBeat) {
+    if (h->tag > kProbeVouch) return "a heartbeat with an unknown probe tag " + std::to_string(h->tag);
+    if (!checksum_ok()) return "a probe with a bad checksum";  // its round and offset name a member and a time
+  }
   return std::nullopt;
 }
 
@@ -84,8 +88,11 @@ void ZmqTransport::accept(zmq::socket_t& router, const zmq::message_t& identity,
                           std::vector<zmq::message_t>& frames) {
   if (guard_) guard_->verified(frames[0].get(ZMQ_SRCFD));
   const auto kind = h.kind;
-  if (kind != MessageKind::kJoin) heard_[static_cast<int>(h.sender)] = Clock::now();
-  if (kind == MessageKind::kHeartbeat) return;
+  if (kind != MessageKind::kJoin) note_heard(static_cast<int>(h.sender), Clock::now());
+  if (kind == MessageKind::kHeartbeat) {
+    if (h.tag != kBeat) answer_probe(h, Clock::now());
+    return;
+  }
   if (kind == MessageKind::kLentDone) {
     auto link = links_.find(static_cast<int>(h.sender));
     if (link != links_.end()) lent_done(link->second, link->first, h);  // else gone, and its lent chunks with it

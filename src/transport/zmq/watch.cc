@@ -43,6 +43,7 @@ void ZmqTransport::watch_members(Clock::time_point now) {
       seen_members_version_ = members_version_;
       watch_since_ = now;
       change_seen_ = {};  // a new view: the change that made it is over
+      std::erase_if(asked_, [&](const auto& a) { return !std::count(members_.begin(), members_.end(), a.first); });
       for (auto it = links_.begin(); it != links_.end();) {
         if (std::find(members_.begin(), members_.end(), it->first) == members_.end()) {
           if (it->second.dealer) it->second.dealer->set(zmq::sockopt::linger, 0);
@@ -63,6 +64,10 @@ void ZmqTransport::watch_members(Clock::time_point now) {
     else ++it;
   }
   if (!options_.elastic || options_.heartbeat_s <= 0 || rank() < 0) return;
+  // A member pinged for another that never answered: whoever asked has suspected it by now.
+  std::erase_if(relay_, [&](const auto& r) {
+    return now - r.second.pinged > std::chrono::duration<double>(2 * options_.dead_after_s);
+  });
   // This thread did not run for longer than the heartbeat timeout (the process was paused,
   // swapped out or starved): the silence it measured is its own. What was queued meanwhile has
   // just been read; every member gets a whole timeout again before it is suspected.
@@ -116,8 +121,17 @@ void ZmqTransport::watch_members(Clock::time_point now) {
     // a view change is already running, so it gets only a few seconds more than the timeout.
     const double grace = seen_members_version_ == 0 ? options_.timeout_s : options_.dead_after_s + 5;
     const double limit = ever || !own_watch ? options_.dead_after_s : std::max(options_.dead_after_s, grace);
+    // One we watch for, silent for half the limit (ask_after_s): others are asked whether
+    // they hear from it (probe.cc), and what they answer moves `last` on. Not at start-up before
+    // a first word, and not for members watched only while a change runs: the change needs
+    // every member's own messages anyway, and asking about each of many silent members (a
+    // partition) would cost every member O(n) messages a second.
+    const double silent_s = std::chrono::duration<double>(now - last).count();
+    if (ever && own_watch && silent_s > ask_after_s())
+      ask_about(id, members, silent_s, now);
     if (now - last > std::chrono::duration<double>(limit)) {
       suspected_[id] = true;
+      asked_.erase(id);
       const auto dialled = dialled_.find(id);  // where we reached it (the file may say otherwise now)
       log("peer ", rank(), ": no word from peer ", id, " (", dialled != dialled_.end() ? dialled->second : endpoint_of_id(id),
           ") for ", limit, " s: suspected dead");

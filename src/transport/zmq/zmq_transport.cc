@@ -251,6 +251,8 @@ void ZmqTransport::comm_main(std::promise<std::string> bound) {
       if (ipc_path_has_listener(ep.substr(6)))
         throw Error("peer " + std::to_string(rank()), "cannot bind " + ep + ": another process is listening on it");
     }
+    const std::string named = ep;  // by a host name: listened for on every interface, known by the name
+    if (!any_port) ep = listen_address(ep);
     try {
       router.bind(ep);
     } catch (const zmq::error_t& e) {
@@ -258,7 +260,7 @@ void ZmqTransport::comm_main(std::promise<std::string> bound) {
     }
     const std::string actual = router.get(zmq::sockopt::last_endpoint);
     if (any_port && rank() >= 0) publish_endpoint(options_.rendezvous_dir, rank(), actual, options_.run_id);
-    bound.set_value(actual);
+    bound.set_value(ep != named ? named : actual);
     announced = true;
     std::optional<ConnectionGuard> guard;
     if (!curve && options_.max_unverified_connections > 0)

@@ -10,6 +10,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,6 +54,9 @@ struct ZmqTransportOptions {
   double heartbeat_s = 0.25;
   double dead_after_s = 3;
   int watchers = 3;  // 0: every member watches every other all the time
+  // Before a watched member is suspected, this many others are asked whether they hear from it
+  // (see probe_helpers and ProbeTag): one cut link does not evict a live member. 0 = none.
+  int indirect_probes = 3;
   // CurveZMQ (all empty = plain TCP/IPC): this peer's key pair, every peer's public key by rank,
   // and the public keys allowed to connect (checked by a ZAP handler on the comm thread). Keys of
   // peers that join later come with the view (set_members).
@@ -69,6 +73,12 @@ struct WatchSets {
   std::vector<int> beat, watch;
 };
 WatchSets watch_sets(const std::vector<int>& members, int self, int watchers);
+
+// Whom `self` asks about `target` (indirect probes): up to k members, neither of them, first
+// the target's other watchers (they hear its heartbeats anyway, so they answer at once), then
+// others; `turn` rotates the choice from one ask to the next. Pure.
+std::vector<int> probe_helpers(const std::vector<int>& members, int self, int target, int watchers, int k,
+                               uint64_t turn);
 
 // Keeps freed large blocks in the heap instead of returning them to the kernel: every received
 // chunk is a fresh ZeroMQ allocation, and with glibc's default 128 KiB mmap threshold each would
@@ -124,6 +134,15 @@ class ZmqTransport final : public MembershipPort {
   void comm_main(std::promise<std::string> bound);
   void comm_loop(zmq::socket_t& router, zmq::socket_t* zap);
   void watch_members(Clock::time_point now);
+  // Indirect probes (probe.cc): ask others about a member silent for `silent_s`; answer what
+  // others ask (h.tag: ProbeTag); note a message straight from `id` (vouches to relay).
+  void ask_about(int target, const std::vector<int>& members, double silent_s, Clock::time_point now);
+  void answer_probe(const Header& h, Clock::time_point now);
+  void note_heard(int id, Clock::time_point now);
+  void queue_probe(int to, ProbeTag tag, int about, double age_s);
+  bool is_member(int id) const;
+  double fresh_word_s() const;
+  double ask_after_s() const;
   // A view-change message of `epoch` (this one or a later one) was sent or received: a change
   // runs, and every member is watched until none has been seen for a while (changing()). The
   // data of epochs up to `epoch` still queued here is dropped: every receiver discards it after
@@ -189,6 +208,19 @@ class ZmqTransport final : public MembershipPort {
   std::map<int, Link> links_;
   std::map<int, Clock::time_point> heard_;      // last message from each id
   std::map<int, bool> suspected_;
+  // Indirect probes: when we last asked about each silent member (and whether we logged it this
+  // time it fell silent), and, as a helper, the members we pinged for others: when, and who asked.
+  struct Asked {
+    Clock::time_point at{};
+    bool vouched = false;  // someone else heard from it since it fell silent to us (logged once)
+  };
+  std::map<int, Asked> asked_;
+  struct Relay {
+    Clock::time_point pinged{};
+    std::set<int> askers;
+  };
+  std::map<int, Relay> relay_;
+  uint64_t probe_turn_ = 0;
   Clock::time_point watch_since_{};
   Clock::time_point change_seen_{};             // last view-change message of this epoch or later
   Clock::time_point change_since_{};            // when the view change being watched was first seen

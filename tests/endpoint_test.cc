@@ -1,0 +1,26 @@
+#include "common/endpoint.h"
+
+#include <gtest/gtest.h>
+
+namespace gossip {
+namespace {
+
+TEST(BindsAnyPort, OnlyTcpPortZero) {
+  EXPECT_TRUE(binds_any_port("tcp://127.0.0.1:0"));
+  EXPECT_FALSE(binds_any_port("tcp://127.0.0.1:10"));
+  EXPECT_FALSE(binds_any_port("ipc:///tmp/x:0"));
+}
+
+// A rank named by a host name listens on every interface at its port; addresses (valid or not),
+// interface names, ipc paths and port 0 are left as they are.
+TEST(ListenAddress, HostNamesListenEverywhereTheRestAsWritten) {
+  EXPECT_EQ(listen_address("tcp://node07:29500"), "tcp://*:29500");
+  EXPECT_EQ(listen_address("tcp://gpu-a1.cluster.local:7001"), "tcp://*:7001");
+  EXPECT_EQ(listen_address("tcp://localhost:7001"), "tcp://127.0.0.1:7001");
+  for (const char* same : {"tcp://10.0.0.1:5555", "tcp://256.0.0.1:1", "tcp://lo:5555", "tcp://*:5555",
+                           "tcp://[::1]:5555", "ipc:///tmp/x/peer-0"})
+    EXPECT_EQ(listen_address(same), same) << same;
+}
+
+}  // namespace
+}  // namespace gossip
