@@ -82,6 +82,34 @@ TEST(AllBinaries, HelpAndWrongFlagsGiveTheUsage) {
   }
 }
 
+// `gossip-launch --plot run.svg`: one line per peer in each of the three panels (loss, accuracy,
+// consensus distance), drawn from the step lines the peers printed.
+TEST(GossipLaunch, PlotsEveryPeersLossAccuracyAndConsensus) {
+  testing::TempDir dir;
+  const std::string yaml = dir.write("run.yaml",
+      "seed: 3\ndevice: cpu\nlog_every: 5\npeers: {count: 3, host: 127.0.0.1, base_port: 0}\ntopology: ring\n"
+      "algorithm: gossip\nmodel: {hidden: [16]}\n"
+      "data: {dataset: synthetic, synthetic: {train: 1500, test: 300, dims: 16, classes: 4}}\n"
+      "optimizer: {lr: 0.05, batch: 32, epochs: 1}\n");
+  const std::string svg = dir.path() + "/run.svg";
+  const auto r = run_command(testing::bin("gossip-launch") + " " + yaml + " --plot " + svg);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto lines = capture_all(r.output, R"(plot of (\d+) step lines written)");
+  ASSERT_EQ(lines.size(), 1u) << r.output;
+  EXPECT_GE(lines[0], 6);  // 16 steps each, a line every 5
+  const std::string text = testing::read_file(svg);
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string cls = "class='peer" + std::to_string(rank) + "'";
+    size_t count = 0;
+    for (size_t at = text.find(cls); at != std::string::npos; at = text.find(cls, at + 1)) ++count;
+    EXPECT_EQ(count, 3u) << "peer " << rank << ": one line per panel\n" << text;
+    EXPECT_NE(text.find(">peer " + std::to_string(rank) + "</text>"), std::string::npos);
+  }
+  // Every panel's lines have points (the consensus panel too: gossip peers report it).
+  EXPECT_EQ(text.find("points=''"), std::string::npos) << text;
+  EXPECT_NE(run_command(testing::bin("gossip-launch") + " " + yaml + " --plot /nonexistent/dir/run.svg").exit_code, 0);
+}
+
 // `gossip-launch CONFIG -- CMD`: CMD runs once per rank, told its rank and the config through the
 // environment; its output is prefixed and a failing rank fails the launch.
 TEST(GossipLaunch, StartsACommandPerRank) {

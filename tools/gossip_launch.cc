@@ -13,6 +13,7 @@
 #include <cstring>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <set>
 #include <string>
@@ -23,6 +24,7 @@
 #include "common/error.h"
 #include "common/flags.h"
 #include "peer/config.h"
+#include "run_plot.h"
 
 namespace {
 
@@ -30,6 +32,10 @@ namespace fs = std::filesystem;
 volatile sig_atomic_t g_signal = 0;
 
 void on_signal(int sig) { g_signal = sig; }
+
+// --plot: every peer's step lines, timed from the launch.
+gossip::tools::RunRecorder g_recorder;
+const auto g_started = std::chrono::steady_clock::now();
 
 struct Child {
   int rank = 0;
@@ -64,6 +70,7 @@ void emit(Child& c, const char* data, size_t n) {
     if (final_at != std::string::npos && crc_at != std::string::npos)
       c.params_crc = line.substr(crc_at + 12, line.find(' ', crc_at + 12) - crc_at - 12);
     if (line.find(" (leaving the run)") != std::string::npos) c.left = true;
+    g_recorder.note(c.rank, line, std::chrono::duration<double>(std::chrono::steady_clock::now() - g_started).count());
     std::fprintf(stdout, "%s\n", line.c_str());
   }
   std::fflush(stdout);
@@ -252,6 +259,8 @@ int run(int argc, char** argv) {
   flags.add_string("slowdown", "passed on to every peer (tests, benchmarks: each step takes this many times longer)",
                    std::nullopt);
   flags.add_bool("resume", "passed on: every peer continues from its newest common checkpoint");
+  flags.add_string("plot", "at the end, draw every peer's loss, accuracy and consensus distance against time "
+                   "into this SVG file", std::nullopt);
   flags.add_bool("help", "print this help");
   flags.parse(argc, argv);
   if (flags.get_bool("help") || flags.positional().size() != 1) {
@@ -269,6 +278,8 @@ int run(int argc, char** argv) {
   const int n = cfg.peers.count();
   const std::string peer_bin = flags.get_string("peer");
   if (command.empty() && ::access(peer_bin.c_str(), X_OK) != 0) throw gossip::Error("gossip-launch", "peer binary " + peer_bin + " is not executable");
+  if (flags.has("plot") && !std::ofstream(flags.get_string("plot")))  // rather now than after the run
+    throw gossip::Error(flags.get_string("plot"), "cannot write the plot");
   const std::string rendezvous = make_rendezvous(cfg);
   set_run_id();
   struct sigaction sa {};
@@ -292,6 +303,11 @@ int run(int argc, char** argv) {
   std::fflush(stdout);
   const int failed = supervise(children);
   if (!rendezvous.empty()) fs::remove_all(rendezvous);
+  if (flags.has("plot")) {
+    g_recorder.write_svg(flags.get_string("plot"), config + ": " + std::to_string(n) + " peers");
+    std::printf("gossip-launch: plot of %zu step lines written to %s\n", g_recorder.samples(),
+                flags.get_string("plot").c_str());
+  }
   return report(children, failed, cfg.algorithm.kind != gossip::peer::Algorithm::kNone);
 }
 
