@@ -4,8 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <map>
-#include <regex>
+#include <set>
 #include <string>
 
 #include "process_util.h"
@@ -28,19 +27,11 @@ std::string yaml(const std::string& hosts, int base_port) {
 // A port range of our own for this process (peers listen on base + 0..3).
 int base_port() { return 21000 + static_cast<int>(::getpid() % 4000) * 2; }
 
-// Each rank's final params_crc ("final: peer R ... params_crc X").
-std::map<int, std::string> final_models(const std::string& log) {
-  std::map<int, std::string> crc;
-  const std::regex re(R"(final: peer (\d+) .* params_crc ([0-9a-f]+))");
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator(); ++it)
-    crc[std::stoi((*it)[1])] = (*it)[2];
-  return crc;
-}
-
+// Every rank printed its final line (with its params_crc), and all hold one model.
 void expect_four_peers_with_one_model(const std::string& log) {
-  const std::map<int, std::string> crc = final_models(log);
-  ASSERT_EQ(crc.size(), 4u) << log;
-  for (const auto& [rank, model] : crc) EXPECT_EQ(model, crc.begin()->second) << "rank " << rank << "\n" << log;
+  const std::vector<double> ranks = testing::capture_all(log, R"(final: peer (\d+) .* params_crc [0-9a-f]+)");
+  EXPECT_EQ(std::set<double>(ranks.begin(), ranks.end()), (std::set<double>{0, 1, 2, 3})) << log;
+  EXPECT_EQ(testing::crcs_in(log).size(), 1u) << log;
 }
 
 TEST(Cluster, MpirunStartsTheRanksOfOneYaml) {

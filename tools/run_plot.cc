@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <iomanip>
 #include <sstream>
 
-#include "common/error.h"
+#include "svg_plot.h"
 
 namespace gossip::tools {
 namespace {
@@ -69,10 +68,7 @@ void RunRecorder::write_svg(const std::string& path, const std::string& title) c
   for (const auto& [rank, series] : peers_)
     for (const RunSample& s : series) t1 = std::max(t1, s.t_s);
   std::ostringstream svg;
-  svg << std::fixed << std::setprecision(1)
-      << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
-      << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n"
-      << "<text x='" << W / 2 << "' y='22' text-anchor='middle' font-size='15'>" << title << "</text>\n";
+  svg << std::fixed << std::setprecision(1) << svg_opening(W, H, title);
   for (size_t p = 0; p < panels.size(); ++p) {
     const Panel& panel = panels[p];
     const double y0 = top + p * (panel_h + gap);
@@ -121,9 +117,7 @@ void RunRecorder::write_svg(const std::string& path, const std::string& title) c
         << kColours[rank % std::size(kColours)] << "'>peer " << rank << "</text>\n";
   }
   svg << "</svg>\n";
-  std::ofstream out(path);
-  out << svg.str();
-  if (!out) throw Error(path, "cannot write the plot");
+  save_svg(path, svg.str());
 }
 
 }  // namespace gossip::tools

@@ -10,6 +10,21 @@
 
 namespace gossip::tools {
 
+std::string svg_opening(double width, double height, const std::string& title) {
+  std::ostringstream svg;
+  svg << std::fixed << std::setprecision(1) << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='"
+      << height << "' font-family='sans-serif' font-size='12'>\n"
+      << "<rect width='100%' height='100%' fill='white'/>\n"
+      << "<text x='" << width / 2 << "' y='22' text-anchor='middle' font-size='15'>" << title << "</text>\n";
+  return svg.str();
+}
+
+void save_svg(const std::string& path, const std::string& svg) {
+  std::ofstream out(path);
+  out << svg;
+  if (!out) throw Error(path, "cannot write the plot");
+}
+
 void write_consensus_svg(const std::string& path, const std::string& title, const std::vector<PlotPoint>& points) {
   const double W = 860, H = 420, left = 80, right = 70, top = 40, bottom = 50;
   const double pw = W - left - right, ph = H - top - bottom;
@@ -31,10 +46,7 @@ void write_consensus_svg(const std::string& path, const std::string& title, cons
   auto y_xi = [&](double xi) { return top + ph - (xi > 0 ? (std::log10(xi) - lo) / (hi - lo) : 0.0) * ph; };
   auto y_loss = [&](double l) { return top + ph - (l - l0) / (l1 - l0) * ph; };
   std::ostringstream svg;
-  svg << std::fixed << std::setprecision(1);
-  svg << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H << "' font-family='sans-serif' font-size='12'>\n"
-      << "<rect width='100%' height='100%' fill='white'/>\n"
-      << "<text x='" << W / 2 << "' y='22' text-anchor='middle' font-size='15'>" << title << "</text>\n"
+  svg << std::fixed << std::setprecision(1) << svg_opening(W, H, title)
       << "<rect x='" << left << "' y='" << top << "' width='" << pw << "' height='" << ph << "' fill='none' stroke='#888'/>\n";
   for (double e = lo; e <= hi; e += 1) {
     const double y = top + ph - (e - lo) / (hi - lo) * ph;
@@ -65,9 +77,7 @@ void write_consensus_svg(const std::string& path, const std::string& title, cons
   polyline("#1f77b4", [&](const PlotPoint& p) { return y_xi(p.xi); });
   polyline("#d62728", [&](const PlotPoint& p) { return y_loss(p.loss); });
   svg << "</svg>\n";
-  std::ofstream out(path);
-  out << svg.str();
-  if (!out) throw Error(path, "cannot write the plot");
+  save_svg(path, svg.str());
 }
 
 }  // namespace gossip::tools

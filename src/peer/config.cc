@@ -41,13 +41,16 @@ void check_keys(const YAML::Node& node, const std::string& file) {
   }
 }
 
-std::string read_host_file(const std::string& path) {
+// The whole of a file the YAML names (or the YAML itself); `what` says why it could not be read.
+std::string read_whole_file(const std::string& path, const std::string& what) {
   std::ifstream in(path);
-  if (!in) throw Error(path, "cannot read the host file");
+  if (!in) throw Error(path, what);
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
 }
+
+std::string read_host_file(const std::string& path) { return read_whole_file(path, "cannot read the host file"); }
 
 // `peers: {hosts: slurm | mpi | FILE, base_port: P}`: rank r listens on base_port + (its index
 // among the ranks of its host) on its host, which the job's own environment (or the file) says.
@@ -337,11 +340,7 @@ RunConfig parse_config_unguarded(const std::string& yaml_text, const std::string
 }  // namespace
 
 RunConfig load_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path, "cannot open configuration file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_config(text.str(), path);
+  return parse_config(read_whole_file(path, "cannot open configuration file"), path);
 }
 
 }  // namespace gossip::peer

@@ -58,8 +58,12 @@ bool ZmqTransport::is_member(int id) const {
 
 void ZmqTransport::queue_probe(int to, ProbeTag tag, int about, double age_s) {
   if (suspected_[to]) return;
+  queue_heartbeat(to, 8, tag, about, age_s);  // past 8 queued the link is not draining: more would only pile up
+}
+
+void ZmqTransport::queue_heartbeat(int to, size_t max_pending, ProbeTag tag, int about, double age_s) {
   Link& link = links_[to];
-  if (link.pending.size() >= 8) return;  // that link is not draining: more would only pile up
+  if (link.pending.size() >= max_pending) return;
   OutMessage m;
   m.header.kind = MessageKind::kHeartbeat;
   m.header.sender = static_cast<uint32_t>(rank());

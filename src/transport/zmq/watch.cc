@@ -95,15 +95,7 @@ void ZmqTransport::watch_members(Clock::time_point now) {
   for (int id : sets.beat) {
     const bool ours = std::find(own_sets.beat.begin(), own_sets.beat.end(), id) != own_sets.beat.end();
     if (suspected_[id] || !(ours ? beat : change_beat)) continue;
-    Link& link = links_[id];
-    if (link.pending.size() < 2) {
-      OutMessage m;
-      m.header.kind = MessageKind::kHeartbeat;
-      m.header.sender = static_cast<uint32_t>(rank());
-      m.data = &kMagic;  // zero values; any valid pointer
-      link.pending.push_back(std::move(m));
-      ++heartbeats_sent_;
-    }
+    queue_heartbeat(id, 2);
   }
   // Every member is linked, not only those heartbeated: a view change talks to all of them, and
   // making 63 connections in each of 64 peers only then took ~2 s of the change on 2 cores.

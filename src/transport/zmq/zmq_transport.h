@@ -140,6 +140,9 @@ class ZmqTransport final : public MembershipPort {
   void answer_probe(const Header& h, Clock::time_point now);
   void note_heard(int id, Clock::time_point now);
   void queue_probe(int to, ProbeTag tag, int about, double age_s);
+  // Queues a kHeartbeat (a beat, or a probe: tag, about, age) to `to` unless `max_pending`
+  // messages already wait on that link; counted in heartbeats_sent.
+  void queue_heartbeat(int to, size_t max_pending, ProbeTag tag = kBeat, int about = 0, double age_s = 0);
   bool is_member(int id) const;
   double fresh_word_s() const;
   double ask_after_s() const;
