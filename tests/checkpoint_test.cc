@@ -215,6 +215,30 @@ TEST(CheckpointProcess, DilocoResumesWithItsOuterState) {
   EXPECT_EQ(final_crcs(resumed.output), want) << resumed.output;
 }
 
+// Algorithm state in the checkpoint — CHOCO's public copies (x̂ and s), the gradient tracker
+// (its mixed value and the last gradient): a run resumed from its last checkpoint ends with the
+// uninterrupted run's models, bit for bit.
+class AlgorithmStateResume : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(AlgorithmStateResume, EndsWithTheUninterruptedModels) {
+  TempDir dir;
+  std::string text = yaml(3, dir.path() + "/c", 7, 2);
+  text.replace(text.find("{kind: gossip}"), std::string("{kind: gossip}").size(), GetParam());
+  const std::string cfg = dir.write("run.yaml", text);
+  std::vector<std::string> want;
+  uninterrupted(testing::bin("gossip-launch") + " " + cfg, 3, &want);
+  if (HasFailure()) return;
+  const testing::CommandResult resumed = run_command(testing::bin("gossip-launch") + " --resume " + cfg, 150);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+  EXPECT_EQ(final_crcs(resumed.output), want) << resumed.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, AlgorithmStateResume,
+                         ::testing::Values("{kind: choco, compressor: top_k, ratio: 0.1}",
+                                           "{kind: gossip, gradient_tracking: true}"),
+                         [](const auto& info) { return info.index == 0 ? std::string("Choco") : std::string("GradientTracking"); });
+
 TEST(CheckpointProcess, ResumeWithoutCheckpointsIsAClearError) {
   TempDir dir;
   const std::string y = dir.write("run.yaml", yaml(1, dir.path() + "/none", 10, 1));

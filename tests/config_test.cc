@@ -137,6 +137,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"algorithm: {kind: diloco, global_average_every: 5}\n", "diloco averages every inner_steps"},
         BadCase{"algorithm: {kind: diloco, outer_average: median}\n", "algorithm.outer_average"},
         BadCase{"algorithm: {kind: diloco, wire: bf16}\n", "diloco's gossip average"},
+        BadCase{"algorithm: {kind: gossip, compressor: sign}\n", "compressor is for kind: choco"},
+        BadCase{"algorithm: {kind: choco, compressor: zip}\n", "algorithm.compressor"},
+        BadCase{"algorithm: {kind: choco, ratio: 0.7}\n", "top_k keeps at most half"},
+        BadCase{"algorithm: {kind: choco, compressor: sign, ratio: 0.1}\n", "ratio is for the top_k and random_k"},
+        BadCase{"algorithm: {kind: choco, consensus_step: 0}\n", "algorithm.consensus_step"},
+        BadCase{"topology: one_peer_exponential\nalgorithm: choco\n", "choco keeps public copies of fixed neighbours"},
+        BadCase{"topology: random_matching\nalgorithm: choco\n", "random_matching changes them every round"},
+        BadCase{"algorithm: {kind: push_sum, gradient_tracking: true}\n", "gradient_tracking is for kind: gossip"},
+        BadCase{"algorithm: {kind: gossip, gradient_tracking: 1.5}\n", "algorithm.gradient_tracking"},
         BadCase{"seed: [1, 2\n", "malformed YAML"},
         BadCase{"peers: {count: 3}\ntopology: {kind: edge_list, edges: [[0, 1]]}\n", "disconnected"},
         BadCase{"peers: {count: 3}\ntopology: {kind: edge_list, edges: [[0, 1], [1, 7]]}\n", "outside"},
@@ -231,6 +240,27 @@ TEST(Config, WireDefaultsToF32AndTakesBf16ForGossip) {
             Dtype::kBf16);
   EXPECT_EQ(parse_config("algorithm: {kind: push_sum, wire: bf16}", "t.yaml").algorithm.wire, Dtype::kBf16);
   EXPECT_NE(error_of("algorithm: {kind: allreduce, wire: bf16}").find("is for gossip, push_sum and diloco"), std::string::npos);
+}
+
+TEST(Config, ChocoTakesACompressorAndAConsensusStep) {
+  const AlgorithmConfig d = parse_config("algorithm: choco", "t.yaml").algorithm;
+  EXPECT_EQ(d.kind, Algorithm::kChoco);
+  EXPECT_EQ(d.compressor, Dtype::kTopK);
+  EXPECT_DOUBLE_EQ(d.ratio, 0.01);
+  const AlgorithmConfig a =
+      parse_config("topology: exponential\nalgorithm: {kind: choco, compressor: random_k, ratio: 0.2, consensus_step: 0.3}",
+                   "t.yaml")
+          .algorithm;
+  EXPECT_EQ(a.compressor, Dtype::kRandomK);
+  EXPECT_DOUBLE_EQ(a.ratio, 0.2);
+  EXPECT_DOUBLE_EQ(a.consensus_step, 0.3);
+  EXPECT_EQ(parse_config("algorithm: {kind: choco, compressor: int8}", "t.yaml").algorithm.compressor, Dtype::kInt8);
+  EXPECT_EQ(algorithm_name(Algorithm::kChoco), "choco");
+}
+
+TEST(Config, GradientTrackingIsAGossipOption) {
+  EXPECT_FALSE(parse_config("algorithm: gossip", "t.yaml").algorithm.gradient_tracking);
+  EXPECT_TRUE(parse_config("algorithm: {kind: gossip, gradient_tracking: true}", "t.yaml").algorithm.gradient_tracking);
 }
 
 TEST(Config, MissingFileNamesIt) {

@@ -291,13 +291,9 @@ TEST(Elastic, PushSumSurvivesAJoinAndACrash) {
   }
 }
 
-// DiLoCo through a join and a crash: the joiner starts its inner steps from its contact's model
-// (x_start = that model, no outer momentum), the crashed peer's pseudo-gradient simply drops out
-// of the next all-reduce, and the 5 that finish end with one model.
-TEST(Elastic, DilocoSurvivesAJoinAndACrash) {
-  TempDir dir;
-  const std::string y =
-      dir.write("diloco.yaml", yaml(5, 120, 30, "topology: ring\nalgorithm: {kind: diloco, inner_steps: 8, "));
+// Runs `y` through join_then_kill_rank_3: the 5 that finish (the joiner among them) end with
+// one model that reaches 0.8.
+void expect_one_model_after_a_join_and_a_crash(const TempDir& dir, const std::string& y) {
   std::string out, j;
   ASSERT_NO_FATAL_FAILURE(join_then_kill_rank_3(dir, y, &out, &j));
   EXPECT_NE(out.find("4 of 5 peers succeeded, 1 distinct final model"), std::string::npos) << out << j;
@@ -306,6 +302,33 @@ TEST(Elastic, DilocoSurvivesAJoinAndACrash) {
   ASSERT_EQ(acc.size(), 5u) << out << j;
   for (double x : acc) EXPECT_GE(x, 0.8) << out << j;
   EXPECT_EQ(testing::crcs_in(out + j).size(), 1u) << "the joiner too ends with the run's model\n" << out << j;
+}
+
+// DiLoCo through a join and a crash: the joiner starts its inner steps from its contact's model
+// (x_start = that model, no outer momentum), the crashed peer's pseudo-gradient simply drops out
+// of the next all-reduce.
+TEST(Elastic, DilocoSurvivesAJoinAndACrash) {
+  TempDir dir;
+  expect_one_model_after_a_join_and_a_crash(
+      dir, dir.write("diloco.yaml", yaml(5, 120, 30, "topology: ring\nalgorithm: {kind: diloco, inner_steps: 8, ")));
+}
+
+// CHOCO through a join and a crash: every member forgets its public copies at each view change
+// and sends its values uncompressed once, so the new neighbours' copies start exact.
+TEST(Elastic, ChocoSurvivesAJoinAndACrash) {
+  TempDir dir;
+  expect_one_model_after_a_join_and_a_crash(
+      dir, dir.write("choco.yaml", yaml(5, 120, 30,
+                                        "topology: ring\nalgorithm: {kind: choco, compressor: top_k, ratio: 0.1, "
+                                        "consensus_step: 0.2, ")));
+}
+
+// Gradient tracking through a join and a crash: every member starts its tracker again from its
+// own gradient at each view change (Σ y = Σ g again in the new view).
+TEST(Elastic, GradientTrackingSurvivesAJoinAndACrash) {
+  TempDir dir;
+  expect_one_model_after_a_join_and_a_crash(
+      dir, dir.write("gt.yaml", yaml(5, 120, 30, "topology: ring\nalgorithm: {kind: gossip, gradient_tracking: true, ")));
 }
 
 // A joiner with another model shape is refused by its contact, with a reason, at once.

@@ -34,6 +34,12 @@ testing::CommandResult launch(const TempDir& dir, const std::string& yaml, int l
   return run_command(testing::bin("gossip-launch") + " " + dir.write("run.yaml", yaml), limit_s);
 }
 
+// The most any peer reports having sent (MB), 0 when no line says.
+double sent(const testing::CommandResult& r) {
+  const std::vector<double> mb = capture_all(r.output, R"(sent_MB ([0-9.]+))");
+  return mb.empty() ? 0.0 : *std::max_element(mb.begin(), mb.end());
+}
+
 // Every peer finished and both its own and the averaged model reach `bar`.
 void expect_all_trained(const testing::CommandResult& r, int n, double bar) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -104,10 +110,6 @@ TEST(PeerProcesses, LocalSgdAndAllReduce4) {
 // every 10 steps: both train, sending a fraction of what gossip every step sends.
 TEST(PeerProcesses, DilocoTrainsSendingAFractionOfGossip) {
   TempDir dir;
-  auto sent = [](const testing::CommandResult& r) {
-    const std::vector<double> mb = capture_all(r.output, R"(sent_MB ([0-9.]+))");
-    return mb.empty() ? 0.0 : *std::max_element(mb.begin(), mb.end());
-  };
   const auto gossip = launch(dir, config(4, "ring", "gossip"));
   expect_all_trained(gossip, 4, 0.9);
   for (const char* average : {"allreduce", "gossip"}) {
@@ -116,6 +118,33 @@ TEST(PeerProcesses, DilocoTrainsSendingAFractionOfGossip) {
     EXPECT_LT(sent(r), sent(gossip) / 5) << average << "\n" << r.output;
     EXPECT_GT(sent(r), 0.0) << r.output;
   }
+}
+
+// CHOCO-SGD with each compressor trains as plain gossip does, sending a fraction of its bytes
+// (the consensus all-reduces of the progress lines and the final average are counted in too).
+TEST(PeerProcesses, ChocoTrainsWithEveryCompressorSendingAFractionOfGossip) {
+  TempDir dir;
+  const auto gossip = launch(dir, config(4, "ring", "gossip"));
+  expect_all_trained(gossip, 4, 0.9);
+  for (const char* compressor : {"top_k, ratio: 0.05, consensus_step: 0.2", "random_k, ratio: 0.1, consensus_step: 0.05",
+                                 "sign, consensus_step: 0.2", "int8, consensus_step: 0.5"}) {
+    const auto r = launch(dir, config(4, "ring", std::string("{kind: choco, compressor: ") + compressor + "}"));
+    expect_all_trained(r, 4, 0.9);
+    EXPECT_LT(sent(r), sent(gossip) / 2.5) << compressor << "\n" << r.output;
+    EXPECT_GT(sent(r), 0.0) << r.output;
+  }
+}
+
+// Gradient tracking: the tracker is gossiped beside the model (twice gossip's bytes) and the run
+// trains to one model.
+TEST(PeerProcesses, GradientTrackingTrainsSendingTwiceGossipsBytes) {
+  TempDir dir;
+  const auto gossip = launch(dir, config(4, "ring", "gossip"));
+  expect_all_trained(gossip, 4, 0.9);
+  const auto r = launch(dir, config(4, "ring", "{kind: gossip, gradient_tracking: true}"));
+  expect_all_trained(r, 4, 0.9);
+  EXPECT_GT(sent(r), 1.5 * sent(gossip)) << r.output;
+  EXPECT_LT(sent(r), 2.5 * sent(gossip)) << r.output;
 }
 
 // Gossip-PGA: Ξ is 0 (to float rounding) right after every H-th step, and not in between.

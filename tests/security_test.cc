@@ -17,6 +17,7 @@
 namespace gossip {
 namespace {
 
+using testing::capture_all;
 using testing::read_file;
 using testing::run_command;
 using testing::TempDir;
@@ -84,6 +85,28 @@ TEST(Security, OnlyAllowedKeysGetIn) {
   EXPECT_NE(with.output.find("\"rank\": 1"), std::string::npos) << with.output;
   const size_t refused = text.find("refused a connection");
   EXPECT_NE(text.find("] step ", refused), std::string::npos) << "training went on\n" << text;
+}
+
+// CHOCO's compressed chunks and the gradient tracker's messages travel under CurveZMQ like any
+// other, and the consensus tool (with the run's tool key) measures Ξ of such a run.
+TEST(Security, ChocoAndGradientTrackingRunEncryptedAndAreMeasured) {
+  for (const char* algorithm : {"{kind: choco, compressor: sign, consensus_step: 0.2}", "{kind: gossip, gradient_tracking: true}"}) {
+    TempDir dir;
+    const std::string keys = dir.path() + "/keys";
+    ASSERT_EQ(run_command(testing::bin("gossip-keygen") + " " + keys + " --peers 2").exit_code, 0);
+    testing::BackgroundRun run(secured_yaml(dir, keys, 50, algorithm), dir.path() + "/run.log");
+    const std::string endpoint = run.peer0_endpoint();
+    ASSERT_FALSE(endpoint.empty()) << run.log();
+    testing::wait_for_text(dir.path() + "/run.log", "] step 100/", 60);
+    auto tool = run_command(testing::bin("gossip-consensus") + " --peer " + endpoint + " --keys " + keys, 60);
+    const std::string text = run.log();
+    run.stop();
+    EXPECT_EQ(tool.exit_code, 0) << algorithm << "\n" << tool.output << text;
+    // One row "round peers Ξ ...": both peers measured.
+    EXPECT_EQ(capture_all(tool.output, R"(\n +\d+ +2 +([0-9.e+-]+) )").size(), 1u) << tool.output;
+    EXPECT_EQ(text.find("dropped"), std::string::npos) << algorithm << "\n" << text;
+    EXPECT_EQ(text.find("error"), std::string::npos) << algorithm << "\n" << text;
+  }
 }
 
 // Elastic join under CurveZMQ: a newcomer whose key is on the allow-list joins (the members learn

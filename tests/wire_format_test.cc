@@ -189,6 +189,43 @@ TEST(WireFormat, Bf16PayloadsAreForMixingMessagesOnly) {
   EXPECT_NE(validate_header(buf, kHeaderBytes, 6, &d).value_or("").find("outside a vector"), std::string::npos);
 }
 
+// CHOCO's compressed chunks: 4-byte words in gossip messages only; the header checks only that
+// the chunk starts inside the vector (its span is in the payload, for the decoder to check).
+TEST(WireFormat, CompressedPayloadsAreWordsInGossipMessagesOnly) {
+  Header h = sample();
+  h.kind = MessageKind::kGossip;
+  h.dtype = Dtype::kTopK;
+  h.total_floats = 1000;
+  h.offset = 990;
+  const std::vector<uint32_t> words = {10, 1, 4, 0x3f800000, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7};  // more words than the span
+  h.payload_bytes = static_cast<uint32_t>(words.size() * 4);
+  h.checksum = message_checksum(h, words.data(), h.payload_bytes);
+  uint8_t buf[kHeaderBytes];
+  encode_header(h, buf);
+  Header d;
+  EXPECT_EQ(validate_message(buf, kHeaderBytes, words.data(), h.payload_bytes, &d), std::nullopt);
+  EXPECT_EQ(dtype_name(d.dtype), "top-k");
+  FloatScan scan;
+  scan.finite = false;
+  EXPECT_TRUE(checksum_matches(d, words.data(), h.payload_bytes, &scan));
+  EXPECT_TRUE(scan.finite) << "a compressed payload is screened after decoding, not as floats";
+  h.offset = 1001;
+  encode_header(h, buf);
+  EXPECT_NE(validate_header(buf, kHeaderBytes, h.payload_bytes, &d).value_or("").find("outside a vector"), std::string::npos);
+  h.offset = 0;
+  for (MessageKind kind : {MessageKind::kPushSum, MessageKind::kAllGather}) {
+    h.kind = kind;
+    encode_header(h, buf);
+    EXPECT_NE(validate_header(buf, kHeaderBytes, h.payload_bytes, &d).value_or("").find("top-k values in a"),
+              std::string::npos);
+  }
+  h.kind = MessageKind::kGossip;
+  h.dtype = Dtype::kInt8;
+  h.payload_bytes = 6;
+  encode_header(h, buf);
+  EXPECT_EQ(validate_header(buf, kHeaderBytes, 6, &d).value_or(""), "payload is not a whole number of 4-byte words (int8 chunk)");
+}
+
 // A lent payload (single copy): the frame is a 40-byte reference, the header's size is that of
 // the values; only vector messages may lend, and unknown flags are refused.
 TEST(WireFormat, LentPayloadsAreReferencesInVectorMessagesOnly) {

@@ -134,14 +134,15 @@ double sum_squares(const float* v, size_t n) {
 }
 
 GossipStep::GossipStep(Transport& transport, topology::Graph graph, size_t floats, size_t chunk_floats,
-                       double timeout_s, double max_norm_ratio, Dtype wire)
+                       double timeout_s, double max_norm_ratio, Dtype wire, uint32_t tag)
     : t_(&transport),
       graph_(std::move(graph)),
       floats_(floats),
       chunk_floats_(chunk_floats),
       timeout_s_(timeout_s),
       max_norm_ratio_(max_norm_ratio),
-      wire_(wire) {}
+      wire_(wire),
+      tag_(tag) {}
 
 // Sends `in` to every out-neighbour (bf16: rounded chunk by chunk, each sent as soon as it is
 // ready; released, like `in`, before step() returns through the guard, so the buffer is reused
@@ -166,7 +167,7 @@ void GossipStep::send_own(const topology::Neighbours& nb, const VectorRef& ref, 
 void GossipStep::step(uint64_t round, const float* in, float* out) {
   const topology::Neighbours nb = topology::neighbours(graph_, t_->size(), t_->rank(), static_cast<int64_t>(round));
   const bool bf16 = wire_ == Dtype::kBf16;
-  const VectorRef ref{MessageKind::kGossip, round, 0, wire_};
+  const VectorRef ref{MessageKind::kGossip, round, tag_, wire_};
   SendGuard guard;
   send_own(nb, ref, in, guard);
   const float self = static_cast<float>(nb.self_weight);

@@ -23,8 +23,9 @@ class GossipStep {
  public:
   // max_norm_ratio > 0: a neighbour's chunk whose norm exceeds that many times this peer's own
   // values over the same span (plus a small floor) is an outlier: reported and not mixed in.
+  // `tag` tells two vectors gossiped in the same round apart (the model 0, a gradient tracker 1).
   GossipStep(Transport& transport, topology::Graph graph, size_t floats, size_t chunk_floats, double timeout_s,
-             double max_norm_ratio = 0, Dtype wire = Dtype::kF32);
+             double max_norm_ratio = 0, Dtype wire = Dtype::kF32, uint32_t tag = 0);
   // out ← W_ii·in + Σ_j W_ij·x_j (host memory, `in` and `out` distinct). `in` is sent zero-copy
   // and read while the neighbours' chunks are folded into `out`; step() returns once the
   // transport has released it, so the caller may then reuse it.
@@ -39,6 +40,7 @@ class GossipStep {
   double timeout_s_;
   double max_norm_ratio_;
   Dtype wire_;
+  uint32_t tag_;
   std::vector<uint16_t> rounded_;  // bf16 wire: Q(in), sent zero-copy and released within step()
 };
 

@@ -1,16 +1,11 @@
 #include "control/sketch.h"
 
 #include "common/error.h"
+#include "common/random.h"
 
 namespace gossip::peer {
 namespace {
-// splitmix64: a cheap, well-mixed 64-bit hash.
-uint64_t mix(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+uint64_t mix(uint64_t z) { return splitmix64_hash(z); }
 }  // namespace
 
 std::vector<float> count_sketch(const float* x, size_t n, int k, uint64_t seed) {

@@ -185,6 +185,21 @@ void parse_topology(MapReader& top, RunConfig& cfg) {
   }
 }
 
+// CHOCO-SGD's fields (and a clear error for them under another kind).
+void parse_choco(MapReader& r, AlgorithmConfig& a, const std::string& kind) {
+  r.read_choice("compressor", a.compressor,
+                {{"top_k", Dtype::kTopK}, {"random_k", Dtype::kRandomK}, {"sign", Dtype::kSign}, {"int8", Dtype::kInt8}});
+  r.read_number("ratio", a.ratio, 1e-9, 1);
+  r.read_number("consensus_step", a.consensus_step, 1e-9, 1);
+  if (kind != "choco")
+    for (const char* f : {"compressor", "ratio", "consensus_step"})
+      if (r.has(f)) r.fail(r.get(f), std::string(f) + " is for kind: choco", f);
+  // A top-k chunk is an index and a value per kept value: beyond one half it outgrows the values.
+  if (a.compressor == Dtype::kTopK && a.ratio > 0.5) r.fail(r.get("ratio"), "top_k keeps at most half (ratio <= 0.5)", "ratio");
+  if (r.has("ratio") && a.compressor != Dtype::kTopK && a.compressor != Dtype::kRandomK)
+    r.fail(r.get("ratio"), "ratio is for the top_k and random_k compressors", "ratio");
+}
+
 void parse_algorithm(MapReader& top, RunConfig& cfg) {
   if (!top.has("algorithm")) return;
   YAML::Node node = top.get("algorithm");
@@ -220,6 +235,10 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
     if (kind != "diloco")
       for (const char* f : {"inner_steps", "outer_lr", "outer_momentum", "outer_average", "gossip_rounds"})
         if (r.has(f)) r.fail(r.get(f), std::string(f) + " is for kind: diloco", f);
+    parse_choco(r, a, kind);
+    r.read("gradient_tracking", a.gradient_tracking, "true or false");
+    if (a.gradient_tracking && kind != "gossip")
+      r.fail(r.get("gradient_tracking"), "gradient_tracking is for kind: gossip", "gradient_tracking");
     r.finish();
   }
   static const std::pair<const char*, Algorithm> kinds[] = {{"none", Algorithm::kNone},
@@ -227,7 +246,8 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
                                                             {"push_sum", Algorithm::kPushSum},
                                                             {"local_sgd", Algorithm::kLocalSgd},
                                                             {"allreduce", Algorithm::kAllReduce},
-                                                            {"diloco", Algorithm::kDiloco}};
+                                                            {"diloco", Algorithm::kDiloco},
+                                                            {"choco", Algorithm::kChoco}};
   for (auto [name, k] : kinds)
     if (kind == name) {
       a.kind = k;
@@ -243,7 +263,7 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
                                    " is for gossip, push_sum and diloco's gossip average (all-reduces stay f32)", "algorithm.wire");
       return;
     }
-  top.fail(node, "unknown algorithm '" + kind + "' (valid: none, gossip, push_sum, local_sgd, allreduce, diloco)", "algorithm");
+  top.fail(node, "unknown algorithm '" + kind + "' (valid: none, gossip, push_sum, local_sgd, allreduce, diloco, choco)", "algorithm");
 }
 
 RunConfig parse_config_unguarded(const std::string& yaml_text, const std::string& file_name);
@@ -258,6 +278,7 @@ std::string algorithm_name(Algorithm a) {
     case Algorithm::kLocalSgd: return "local_sgd";
     case Algorithm::kAllReduce: return "allreduce";
     case Algorithm::kDiloco: return "diloco";
+    case Algorithm::kChoco: return "choco";
   }
   return "?";
 }
@@ -334,6 +355,11 @@ RunConfig parse_config_unguarded(const std::string& yaml_text, const std::string
   if (gossips && topology::is_directed(cfg.topology.kind))
     throw Error(file_name, "field 'topology': " + topology::kind_name(cfg.topology.kind) +
                                " is only column-stochastic; use algorithm push_sum with it");
+  // CHOCO's public copies are kept by the same neighbours round after round.
+  if (cfg.algorithm.kind == Algorithm::kChoco && topology::period(cfg.topology, 1 << 20) != 1)
+    throw Error(file_name, "field 'topology': choco keeps public copies of fixed neighbours; " +
+                               topology::kind_name(cfg.topology.kind) +
+                               " changes them every round (use ring, exponential, complete, torus or edge_list)");
   return cfg;
 }
 

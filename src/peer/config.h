@@ -31,7 +31,7 @@ struct PeersConfig {
   int count() const { return static_cast<int>(list.size()); }
 };
 
-enum class Algorithm { kNone, kGossip, kPushSum, kLocalSgd, kAllReduce, kDiloco };
+enum class Algorithm { kNone, kGossip, kPushSum, kLocalSgd, kAllReduce, kDiloco, kChoco };
 enum class OuterAverage { kAllReduce, kGossip };  // DiLoCo: how the pseudo-gradients are averaged
 
 struct AlgorithmConfig {
@@ -58,6 +58,14 @@ struct AlgorithmConfig {
   double outer_momentum = 0.9;
   OuterAverage outer_average = OuterAverage::kAllReduce;
   int gossip_rounds = 1;
+  // CHOCO-SGD: q = Q(x − x̂) with `compressor` (kTopK, kRandomK: k = ratio·values; kSign, kInt8),
+  // then x ← x + consensus_step·Σ_j W_ij·(x̂_j − x̂_i).
+  Dtype compressor = Dtype::kTopK;
+  double ratio = 0.01;
+  double consensus_step = 0.05;
+  // gossip: the optimiser steps along a tracker of the peers' average gradient, gossiped beside
+  // the model (DSGT; algorithms/gradient_tracking.h).
+  bool gradient_tracking = false;
 };
 
 enum class Dataset { kFashionMnist, kSynthetic, kText };  // YAML: fashion-mnist | synthetic | text

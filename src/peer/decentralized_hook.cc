@@ -26,6 +26,11 @@ DecentralizedHook::DecentralizedHook(const RunConfig& config, Transport& transpo
     diloco_.emplace(floats, static_cast<float>(algo_.outer_lr), static_cast<float>(algo_.outer_momentum));
   if (algo_.kind == Algorithm::kGossip || diloco_gossip)
     gossip_.emplace(transport, config.topology, floats, chunk, algo_.timeout_s, algo_.max_norm_ratio, algo_.wire);
+  if (algo_.kind == Algorithm::kChoco)
+    choco_.emplace(transport, config.topology, floats, chunk, algo_.timeout_s, algo_.max_norm_ratio,
+                   Compressor{algo_.compressor, algo_.ratio, config.seed}, static_cast<float>(algo_.consensus_step));
+  if (algo_.gradient_tracking)
+    tracker_.emplace(transport, config.topology, floats, chunk, algo_.timeout_s, algo_.max_norm_ratio);
   if (algo_.kind == Algorithm::kPushSum)
     push_sum_.emplace(transport, config.topology, floats, chunk, algo_.timeout_s, algo_.overlap, algo_.max_staleness,
                       algo_.wire);
@@ -48,6 +53,18 @@ void DecentralizedHook::before_step(int64_t, model::Model& model) {
     push_sum_started_ = true;
   }
   if (diloco_ && !diloco_->started()) diloco_->start(host_params(model), true);
+}
+
+void DecentralizedHook::before_update(int64_t step, model::Model& model) {
+  if (!tracker_ || step < resume_round_) return;  // a skipped round: a local step only
+  if (model.backend().is_host()) {
+    tracker_->track(model.grads());
+    return;
+  }
+  host_grads_.resize(floats_);
+  model.backend().download(host_grads_.data(), model.grads(), floats_ * sizeof(float));
+  tracker_->track(host_grads_.data());
+  model.backend().upload(model.grads(), host_grads_.data(), floats_ * sizeof(float));
 }
 
 void DecentralizedHook::outer_step(int64_t step, float* x) {
@@ -122,10 +139,14 @@ void DecentralizedHook::mix(int64_t step, model::Model& model) {
       gossip_->step(static_cast<uint64_t>(step), x, host_out_.data());
       host_.swap(host_out_);
     }
+  } else if (choco_) {
+    choco_->step(static_cast<uint64_t>(step), x);
   } else if (push_sum_) {
     push_sum_->set_total_rounds(static_cast<uint64_t>(total_steps_));
     push_sum_->step(static_cast<uint64_t>(step), x);
   }
+  // Every step, global average or not, so that Σ y = Σ g holds at the next step too.
+  if (tracker_) tracker_->mix(static_cast<uint64_t>(step));
   store_params(model);
 }
 
@@ -170,6 +191,8 @@ void DecentralizedHook::change_view(int64_t round, model::Model& model) {
     push_sum_->drain_discard();
     push_sum_->init(x);  // the weight rule: (x, w) ← (x/w, 1), de-biased model unchanged
   }
+  if (choco_) choco_->reset();  // new neighbours: every member starts its public copies again
+  if (tracker_) tracker_->reset();
   if (control_) {
     control_->set_view(change->view.members.at(t_->rank()).id, t_->rank(), t_->size(), change->view.epoch);
     publish_members();
@@ -199,6 +222,8 @@ void DecentralizedHook::rejoin(const std::string& why, model::Model& model) {
   membership_->suspend_interrupts(false);
   if (push_sum_ && push_sum_started_) push_sum_->init(host_params(model));
   if (diloco_) diloco_->start(host_params(model), true);  // the contact's model, no outer momentum
+  if (choco_) choco_->reset();
+  if (tracker_) tracker_->reset();
   resume_round_ = w.round;
   rejoined_at_ = w.round;
   reshard_ = true;
@@ -303,6 +328,8 @@ namespace gossip::peer {
 
 std::vector<float> DecentralizedHook::save_state() {
   if (diloco_) return diloco_->started() ? diloco_->save_state() : std::vector<float>{};
+  if (choco_) return choco_->save_state();
+  if (tracker_) return tracker_->save_state();
   if (!push_sum_ || !push_sum_started_) return {};
   return push_sum_->save_state();
 }
@@ -310,6 +337,14 @@ std::vector<float> DecentralizedHook::save_state() {
 void DecentralizedHook::restore_state(const std::vector<float>& state) {
   if (diloco_ && !state.empty()) {
     diloco_->restore_state(state, "peer " + std::to_string(t_->rank()));
+    return;
+  }
+  if (choco_ && !state.empty()) {
+    choco_->restore_state(state, "peer " + std::to_string(t_->rank()));
+    return;
+  }
+  if (tracker_ && !state.empty()) {
+    tracker_->restore_state(state, "peer " + std::to_string(t_->rank()));
     return;
   }
   if (!push_sum_ || state.empty()) return;

@@ -1,5 +1,5 @@
 // Plugs an algorithm into the training loop: after each local step it mixes the parameter buffer
-// (gossip or push-sum), every H-th step it replaces that by an exact global average among the
+// (gossip, CHOCO's compressed gossip or push-sum), every H-th step it replaces that by an exact global average among the
 // peers (Gossip-PGA, local SGD, all-reduce) or takes DiLoCo's outer step, it measures the consensus distance
 // Ξ = (1/n)·Σ‖x_i − x̄‖² on request, and at the end it averages the models.
 #pragma once
@@ -9,12 +9,14 @@
 #include <optional>
 #include <vector>
 
+#include "algorithms/choco_step.h"
 #include "algorithms/collectives.h"
 #include "algorithms/consensus.h"
 #include "algorithms/diloco_step.h"
 #include "peer/config.h"
 #include "control/control.h"
 #include "algorithms/gossip_step.h"
+#include "algorithms/gradient_tracking.h"
 #include "algorithms/push_sum_step.h"
 #include "peer/trainer.h"
 
@@ -30,6 +32,7 @@ class DecentralizedHook final : public StepHook {
   DecentralizedHook(const RunConfig& config, Transport& transport, size_t floats, Membership* membership = nullptr);
 
   void before_step(int64_t step, model::Model& model) override;
+  void before_update(int64_t step, model::Model& model) override;
   void after_step(int64_t step, model::Model& model) override;
   std::string log_extra(int64_t step, model::Model& model) override;
   void progress(int64_t step, model::Model& model, double loss, double accuracy, double samples_per_s) override;
@@ -88,6 +91,9 @@ class DecentralizedHook final : public StepHook {
   std::optional<GossipStep> gossip_;
   std::optional<PushSumStep> push_sum_;
   std::optional<DilocoStep> diloco_;
+  std::optional<ChocoStep> choco_;
+  std::optional<GradientTracker> tracker_;
+  std::vector<float> host_grads_;  // the gradient on the host for device backends (gradient tracking)
   std::vector<float> delta_, delta_out_;  // DiLoCo: the pseudo-gradient and its gossip mix
   bool push_sum_started_ = false;
   ControlState* control_ = nullptr;

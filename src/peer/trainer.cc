@@ -130,6 +130,7 @@ TrainResult Trainer::run() {
     if (!std::isfinite(s.loss_sum))
       throw Error("peer " + std::to_string(rank_), "training loss became " + std::to_string(s.loss_sum) +
                                                        " at step " + std::to_string(step) + " (lower the learning rate)");
+    if (hook_) hook_->before_update(step, *model_);
     optimizer_->step(model::learning_rate(config_.train.schedule, step, total_steps_));
     if (config_.slowdown > 1) {  // an emulated straggler: its computation takes slowdown× as long
       backend_->synchronize();

@@ -22,6 +22,9 @@ class StepHook {
   virtual ~StepHook() = default;
   // Before the gradient of step `step` is computed (push-sum de-biases here).
   virtual void before_step(int64_t /*step*/, model::Model& /*model*/) {}
+  // After the backward pass, before the optimiser step: the gradient may be replaced (gradient
+  // tracking steps along its tracker).
+  virtual void before_update(int64_t /*step*/, model::Model& /*model*/) {}
   // After the local optimiser step: gossip mixes, PGA averages.
   virtual void after_step(int64_t step, model::Model& model) = 0;
   // Extra text for the progress line of `step` (e.g. the consensus distance).

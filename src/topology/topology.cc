@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/random.h"
 
 namespace gossip::topology {
 namespace {
@@ -73,14 +74,6 @@ Neighbours torus(const Graph& g, int n, int rank) {
   acc.add(r * cols + mod(c + 1, cols), 0.2);
   auto links = acc.links();
   return {acc.self(), links, links};
-}
-
-// SplitMix64 (Steele et al. 2014): a portable, well-mixed stream from one 64-bit state.
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
 }
 
 Neighbours random_matching(const Graph& g, int n, int rank, int64_t round) {

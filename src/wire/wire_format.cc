@@ -170,6 +170,7 @@ FloatScan float_scan(const float* v, size_t n) {
 
 FloatScan payload_scan(const void* payload, size_t bytes, Dtype dtype) {
   FloatScan scan;
+  if (is_compressed(dtype)) return scan;
   scan.finite = !scan_values(static_cast<const uint8_t*>(payload), bytes, dtype, &scan.sum_squares);
   return scan;
 }
@@ -179,7 +180,7 @@ uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, FloatSc
   const size_t stripe = (bytes / 3) & ~size_t(7);
   uint32_t s[3] = {~0u, ~0u, ~0u};
   double sum_squares = 0;
-  double* sq = scan ? &sum_squares : nullptr;
+  double* sq = scan && !is_compressed(dtype) ? &sum_squares : nullptr;
   bool bad = false;
 #if defined(__x86_64__)
   if (cpu_has_sse42()) {
@@ -192,7 +193,7 @@ uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, FloatSc
   }
   s[2] = crc32c_raw(p + 3 * stripe, bytes - 3 * stripe, s[2]);
   if (scan) {
-    bad |= scan_values(p + 3 * stripe, bytes - 3 * stripe, dtype, sq);
+    if (sq) bad |= scan_values(p + 3 * stripe, bytes - 3 * stripe, dtype, sq);
     scan->finite = !bad;
     scan->sum_squares = sum_squares;
   }
@@ -289,13 +290,17 @@ std::optional<std::string> validate_header(const void* header, size_t header_byt
   } else if (h.payload_bytes != frame_bytes) {
     return "payload of " + std::to_string(frame_bytes) + " bytes but header says " + std::to_string(h.payload_bytes);
   }
-  if (h.dtype != Dtype::kF32 && h.dtype != Dtype::kBf16)
+  if (static_cast<uint32_t>(h.dtype) > kLastDtype)
     return "unknown payload type " + std::to_string(static_cast<uint32_t>(h.dtype));
   if (h.dtype != Dtype::kF32 && h.kind != MessageKind::kGossip && h.kind != MessageKind::kPushSum)
     return dtype_name(h.dtype) + " values in a " + kind_name(h.kind) + " message (only gossip and push-sum carry them)";
+  if (is_compressed(h.dtype) && h.kind != MessageKind::kGossip)
+    return dtype_name(h.dtype) + " values in a " + kind_name(h.kind) + " message (only CHOCO's gossip carries them)";
   if (payload_bytes % element_bytes(h.dtype) != 0)
-    return "payload is not a whole number of " + dtype_name(h.dtype) + " values";
-  const uint64_t count = payload_bytes / element_bytes(h.dtype);
+    return "payload is not a whole number of " +
+           (is_compressed(h.dtype) ? "4-byte words (" + dtype_name(h.dtype) + " chunk)" : dtype_name(h.dtype) + " values");
+  // A compressed chunk covers a span of the vector its first word names (checked by its decoder).
+  const uint64_t count = is_compressed(h.dtype) ? 0 : payload_bytes / element_bytes(h.dtype);
   if (h.offset > h.total_floats || count > h.total_floats - h.offset)
     return "chunk [" + std::to_string(h.offset) + ", +" + std::to_string(count) + ") outside a vector of " +
            std::to_string(h.total_floats);
@@ -325,6 +330,10 @@ std::string dtype_name(Dtype dtype) {
   switch (dtype) {
     case Dtype::kF32: return "f32";
     case Dtype::kBf16: return "bf16";
+    case Dtype::kTopK: return "top-k";
+    case Dtype::kRandomK: return "random-k";
+    case Dtype::kSign: return "sign";
+    case Dtype::kInt8: return "int8";
   }
   return "payload type " + std::to_string(static_cast<uint32_t>(dtype));
 }

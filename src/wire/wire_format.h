@@ -68,11 +68,21 @@ LentRef decode_lent_ref(const uint8_t* in);
 
 // What one payload value is (the header's dtype). Gossip and push-sum messages may carry bfloat16
 // (the top 16 bits of a float32, rounded to nearest even: half the bytes); everything else is
-// float32.
+// float32. CHOCO-SGD's gossip messages may instead carry a compressed span of values
+// (algorithms/compressor.h): 4-byte words, the first saying how many values of the vector the
+// chunk covers from header.offset (the header's own bounds check covers only offset; the
+// decoder checks the span and the rest after the checksum).
 enum class Dtype : uint32_t {
   kF32 = 0,
   kBf16 = 1,
+  kTopK = 2,     // the k largest |v|: k indices, then their k values
+  kRandomK = 3,  // k values at indices drawn from the run's seed (no indices on the wire)
+  kSign = 4,     // one bit per value and one scale (mean |v|)
+  kInt8 = 5,     // one int8 per value, stochastically rounded, and one scale
 };
+inline constexpr uint32_t kLastDtype = 5;
+inline bool is_compressed(Dtype dtype) { return dtype != Dtype::kF32 && dtype != Dtype::kBf16; }
+// Bytes per payload element (compressed payloads count 4-byte words).
 inline size_t element_bytes(Dtype dtype) { return dtype == Dtype::kBf16 ? 2 : 4; }
 std::string dtype_name(Dtype dtype);
 
@@ -126,7 +136,8 @@ struct FloatScan {
 };
 // The same scan on its own, for values that came without a checksum (in-process transports).
 FloatScan float_scan(const float* v, size_t n);
-// The scan of a payload of `bytes` holding values of `dtype` (bf16 values are widened exactly).
+// The scan of a payload of `bytes` holding values of `dtype` (bf16 values are widened exactly);
+// a compressed payload is not scanned here (finite, 0: its decoder screens the values).
 FloatScan payload_scan(const void* payload, size_t bytes, Dtype dtype);
 
 // With `scan`, also scans the values (of `dtype`) in the same pass.

@@ -1,14 +1,36 @@
 #include "fuzz_targets.h"
 
+#include <cstring>
 #include <map>
+#include <vector>
 #include <string>
 
+#include "algorithms/compressor.h"
 #include "control/control.h"
 #include "control/control_client.h"
 #include "membership/membership.h"
 #include "wire/wire_format.h"
 
 namespace gossip::fuzz {
+namespace {
+
+// A compressed chunk that parses must stay inside its span when added (ASan watches).
+void fuzz_compressed(const peer::Header& h, const uint8_t* payload) {
+  if (h.total_floats - h.offset > (1u << 16)) return;
+  std::vector<uint32_t> words(h.payload_bytes / 4);
+  if (!words.empty()) std::memcpy(words.data(), payload, words.size() * 4);
+  const peer::Compressor c{h.dtype, 0.25, 7};
+  const peer::SpanKey key{h.round, h.sender, h.offset};
+  peer::CompressedChunk chunk;
+  if (chunk.parse(c, key, words.data(), words.size(), h.total_floats)) return;
+  if (h.offset + chunk.span() > h.total_floats) __builtin_trap();
+  std::vector<float> y(chunk.span());
+  double sum = 0;
+  (void)chunk.finite(&sum);
+  chunk.add_to(0.5f, y.data());
+}
+
+}  // namespace
 
 void fuzz_one(const uint8_t* data, size_t size) {
   if (size == 0) return;
@@ -20,10 +42,12 @@ void fuzz_one(const uint8_t* data, size_t size) {
       // A message that passes must describe itself consistently.
       const size_t frame = size - 1 - head;
       const bool lent = (h.flags & peer::kFlagLent) != 0;
+      const uint64_t values = peer::is_compressed(h.dtype) ? 0 : h.payload_bytes / peer::element_bytes(h.dtype);
       if ((lent ? frame != peer::kLentRefBytes || !peer::is_vector_kind(h.kind) : h.payload_bytes != frame) ||
-          h.payload_bytes % peer::element_bytes(h.dtype) != 0 ||
-          h.offset + h.payload_bytes / peer::element_bytes(h.dtype) > h.total_floats)
+          h.payload_bytes % peer::element_bytes(h.dtype) != 0 || h.offset > h.total_floats ||
+          values > h.total_floats - h.offset)
         __builtin_trap();
+      if (peer::is_compressed(h.dtype) && !lent) fuzz_compressed(h, data + 1 + head);
     }
     return;
   }
