@@ -102,6 +102,7 @@ TEST_P(ChocoCompressors, FourPeersMatchTheAlgorithmComputedInDouble) {
       ASSERT_NEAR(x[r][i], ref[r][i], 2e-3) << "peer " << r << " value " << i;
     }
   EXPECT_LE(off, 40) << "values of 4000 that took another int8 step than the reference";
+  if (int8) std::printf("int8: %d of 4000 values took another grid step than the reference\n", off);
 }
 
 // Without local steps CHOCO's gossip keeps the average (W doubly stochastic) and the peers meet.

@@ -255,6 +255,7 @@ TEST(PythonPeer, BadBuffersAreClearExceptions) {
   SKIP_WITHOUT_MODULE();
   testing::TempDir dir;
   const std::string yaml = dir.write("alone.yaml", "seed: 1\n");
+  const std::string tracking = dir.write("gt.yaml", "seed: 1\nalgorithm: {kind: gossip, gradient_tracking: true}\n");
   const std::string script = dir.write("bad.py", R"(
 import numpy as np, gossip
 def expect(what, f, kind):
@@ -273,6 +274,7 @@ expect("rank", lambda: gossip.Peer(x, config=")" + yaml + R"(", rank=3), Runtime
 expect("yaml", lambda: gossip.Peer(x, config="/nonexistent.yaml", rank=0), RuntimeError)
 expect("env", lambda: gossip.Peer(x), RuntimeError)
 expect("resume", lambda: gossip.Peer(x, config=")" + yaml + R"(", rank=0, resume=True), RuntimeError)
+expect("tracking", lambda: gossip.Peer(x, config=")" + tracking + R"(", rank=0), RuntimeError)
 print("alone mix", peer.mix(0, x), "size", peer.size)
 )");
   const auto r = run_command(with_module(kPython + " " + script), 60);
@@ -282,7 +284,9 @@ print("alone mix", peer.mix(0, x), "size", peer.size)
                            "size -> RuntimeError gossip::Peer: a buffer of 99 floats, but this run's model has 100",
                            "rank -> RuntimeError", "is outside 0..0", "yaml -> RuntimeError /nonexistent.yaml",
                            "env -> RuntimeError gossip::Peer: GOSSIP_CONFIG is not set",
-                           "resume -> RuntimeError " + yaml + ": --resume needs a 'checkpoint: {dir: ...}' section", "alone mix True size 1"})
+                           "resume -> RuntimeError " + yaml + ": --resume needs a 'checkpoint: {dir: ...}' section",
+                           "tracking -> RuntimeError " + tracking + ": field 'algorithm.gradient_tracking': not for a library peer",
+                           "alone mix True size 1"})
     EXPECT_NE(r.output.find(want), std::string::npos) << want << "\n" << r.output;
 }
 

@@ -22,6 +22,10 @@ Node::Node(NodeOptions options) : options_(std::move(options)), cfg_(options_.co
   kernels::set_cpu_threads(cfg_.threads > 0 ? cfg_.threads : (n_ > 1 ? 1 : 0));
   if (n_ > 1 && cfg_.algorithm.kind == Algorithm::kNone) log("note: ", n_, " peers but algorithm none: each trains alone");
   if (cfg_.algorithm.kind != Algorithm::kNone && n_ > 1) open_transport();
+  // A library peer's caller steps its optimiser before mix(): no hook sees the gradient first.
+  if (options_.external && cfg_.algorithm.gradient_tracking)
+    throw Error(cfg_.file, "field 'algorithm.gradient_tracking': not for a library peer (mix() comes after the "
+                           "caller's optimiser step; tracking replaces the gradient before it)");
   if (joining) request_join();  // then load the data while the members agree and send the welcome
   if (options_.external) {
     external_ = std::make_unique<HostBufferModel>(*options_.external);
