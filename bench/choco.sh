@@ -14,6 +14,7 @@ cd "$(dirname "$0")/.."
 SEED=${1:-1}
 RUNS=${RUNS:-"top_k,0.01,0.05 top_k,0.01,0.2 top_k,0.01,0.2,100 random_k,0.01,0.02 sign,,0.5 int8,,0.5"}
 bash scripts/setup.sh >/dev/null
+source bench/lib.sh
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 mkdir -p docs/bench
@@ -42,8 +43,8 @@ run() {  # $1 name, $2 algorithm; prints "accuracy sent_MB wall_s"
     echo "${name// /_}_γ$step $a $m" | sed 's/_+_global_average_every_/+PGA/' >> "$OUT/points"
   done
   echo
-  echo "$(nproc)-core $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%F), CPU backend"
+  machine_line
 }
-python3 bench/plot_points.py "$OUT/points" "MB sent per peer (log)" "averaged-model test accuracy" \
-  "CHOCO-SGD: accuracy against bytes (8 LeNet peers, ring, 3 epochs)" > docs/bench/choco.svg
-echo "wrote docs/bench/choco.svg"
+python3 bench/plot.py points "$OUT/points" "MB sent per peer (log)" "averaged-model test accuracy" \
+  "CHOCO-SGD: accuracy against bytes (8 LeNet peers, ring, 3 epochs)" > "$BENCH_OUT/choco.svg"
+echo "wrote $BENCH_OUT/choco.svg"

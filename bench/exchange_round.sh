@@ -2,14 +2,16 @@
 # Benchmark 2: time of one exchange round (gossip ring, one-peer exponential, push-sum, and the
 # peers' own ring all-reduce) vs OpenMPI's MPI_Allreduce (Debian openmpi-bin, --mca btl tcp,self)
 # and torch.distributed's gloo all_reduce (Debian python3-torch) on the same buffer size and
-# process count, interleaved in ONE run; medians of REPEATS runs and ratios to MPI.
+# process count, interleaved in ONE run; medians of REPEATS runs and ratios to MPI, drawn as bars
+# with the spread of the per-repeat ratios (docs/bench/exchange_round.{md,svg}).
 # Usage: bench/exchange_round.sh [repeats] [floats...]   (1, 16, 64 MB: 262144 4194304 16777216)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPEATS=${1:-5}
 shift || true
 SIZES=${*:-4194304}
-command -v mpicc >/dev/null || { echo "installing openmpi"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null; }
+echo '#include <mpi.h>' | mpicc -E -x c - >/dev/null 2>&1 || {  # mpicc and MPI's headers
+  echo "installing openmpi"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null; }
 /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null || { echo "installing python3-torch"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch >/dev/null; }
 bash scripts/setup.sh >/dev/null
 mkdir -p build/bench-mpi
@@ -17,6 +19,8 @@ mpicc -O2 -o build/bench-mpi/mpi_allreduce bench/mpi_allreduce.c
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --mca btl tcp,self --mca btl_tcp_if_include lo)
 MPISHM=(mpirun --allow-run-as-root --oversubscribe --mca btl vader,self)  # shared memory: the same-host best case
 source bench/lib.sh
+bench_tee exchange_round
+bars=$(mktemp)
 # name[@ipc][@bf16][@1copy]: @ipc runs over ipc://, @bf16 sends the gossip values as bfloat16
 # (algorithm.wire), @1copy lends the chunks: the receiver copies them out of the sender's memory
 # (algorithm.single_copy; ZeroMQ over tcp://127.0.0.1 carries only the references).
@@ -52,6 +56,11 @@ for floats in $SIZES; do
       v=$(m "$a")
       row+=" $(awk -v s="$v" 'BEGIN{printf "%.1f", s*1e3}') | $(awk -v s="$v" -v b="$mpi" 'BEGIN{printf "%.2f", s/b}') |"
     done
+    mb=$(awk -v f="$floats" 'BEGIN{printf "%.1f", f*4/1e6}')
+    for a in gloo "${ALGOS[@]}"; do
+      read -r lo hi <<< "$(ratio_spread "${res[$a]}" "${res[mpi]}")"
+      echo "${a/one_peer_exponential/one-peer}_n=${n}_${mb}_MB $(awk -v s="$(m "$a")" -v b="$mpi" 'BEGIN{printf "%.3f", s/b}') $lo $hi" >> "$bars"
+    done
     shm=$(m mpishm)
     row+=" $(awk -v s="$shm" 'BEGIN{printf "%.1f", s*1e3}') |"
     for a in ring@ipc one_peer_exponential@ipc ring@1copy one_peer_exponential@1copy allreduce@1copy; do
@@ -60,3 +69,14 @@ for floats in $SIZES; do
     echo "$row"
   done
 done
+echo
+echo "Ratios to MPI_Allreduce (tcp) with the spread of the per-repeat ratios (repeat i of both measured side by side):"
+echo
+echo "| row (algorithm, n, MB) | median ratio | per-repeat min..max |"
+echo "|---|---|---|"
+awk '{printf "| %s | %s | %s..%s |\n", $1, $2, $3, $4}' "$bars" | tr _ ' '
+echo
+machine_line
+python3 bench/plot.py bars "$bars" "time of one round ÷ MPI_Allreduce's (tcp), median; whiskers: per-repeat min..max" \
+  "One exchange round against Open MPI ($REPEATS repeats of 10 rounds)" 1 > "$BENCH_OUT/exchange_round.svg"
+rm -f "$bars"

@@ -3,7 +3,7 @@
 # momentum) and GPT (4 layers, 4 heads, width 128, context 128, batch 32, AdamW) against the
 # same models in PyTorch CPU (Debian python3-torch, /usr/bin/python3, bench/torch_models.py),
 # one thread each, runs interleaved in ONE session; prints medians, the ratio and the spread
-# of the per-pair ratios.
+# of the per-pair ratios, and draws the ratios as bars (docs/bench/model_throughput.{md,svg}).
 # Usage: bench/model_throughput.sh [repeats]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +13,8 @@ REPEATS=${1:-5}
 bash scripts/setup.sh >/dev/null
 BIN=build/bin/train_bench
 source bench/lib.sh
+bench_tee model_throughput
+bars=$(mktemp)
 echo "| model | batch | unit | gossip | torch | gossip / torch (median) | per-pair ratios min..max |"
 echo "|---|---|---|---|---|---|---|"
 for cfg in "lenet 64 samples/s 60" "resnet 64 samples/s 20" "gpt 32 tokens/s 20"; do
@@ -25,5 +27,12 @@ for cfg in "lenet 64 samples/s 60" "resnet 64 samples/s 20" "gpt 32 tokens/s 20"
   done
   gm=$(printf '%s\n' "${g[@]}" | median); tm=$(printf '%s\n' "${t[@]}" | median)
   lo=$(printf '%s\n' "${r[@]}" | sort -n | head -1); hi=$(printf '%s\n' "${r[@]}" | sort -n | tail -1)
-  echo "| $1 | $2 | $3 | $gm | $tm | $(awk -v a="$gm" -v b="$tm" 'BEGIN{printf "%.2f", a/b}') | $lo..$hi |"
+  ratio=$(awk -v a="$gm" -v b="$tm" 'BEGIN{printf "%.2f", a/b}')
+  echo "| $1 | $2 | $3 | $gm | $tm | $ratio | $lo..$hi |"
+  echo "${1}_(batch_$2,_$3) $ratio $lo $hi" >> "$bars"
 done
+echo
+machine_line
+python3 bench/plot.py bars "$bars" "gossip ÷ PyTorch CPU throughput, one thread (median, whiskers: per-pair min..max)" \
+  "CNN and GPT training throughput against PyTorch ($REPEATS pairs of runs)" 1 > "$BENCH_OUT/model_throughput.svg"
+rm -f "$bars"

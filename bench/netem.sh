@@ -7,7 +7,8 @@
 # Reports, per algorithm, the time to TARGET test accuracy on Fashion-MNIST: the first eval_every
 # point at which the mean of the 8 peers' own models' test accuracies reaches TARGET, timed as the
 # slowest peer's training time at that step (evaluation time excluded); medians of REPEATS
-# interleaved runs.
+# interleaved runs. Draws each algorithm's curve of its last run — mean test accuracy against the
+# slowest peer's training time — into docs/bench/netem.svg (table: docs/bench/netem.md).
 # Usage: sudo bench/netem.sh [repeats] [rate] [delay] [target]   (defaults: 3 1gbit 5ms 0.85)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,7 @@ N=8
 [[ $EUID == 0 ]] || { echo "bench/netem.sh: needs root (network namespaces, tc)" >&2; exit 2; }
 bash scripts/setup.sh >/dev/null
 source bench/lib.sh
+bench_tee netem
 tag=g$$                 # names: bridge $tag-br, namespaces $tag-0.., host-side veths $tag-h0..
 subnet=10.213.77        # peers are $subnet.1 .. $subnet.N
 dir=$(mktemp -d)
@@ -87,15 +89,19 @@ run() {
   local failed=0
   for job in $(jobs -p); do wait "$job" || failed=1; done
   if [[ $failed == 1 ]]; then echo "bench/netem.sh: a peer of $1 failed:" >&2; tail -n 5 "$dir"/log-* >&2; exit 1; fi
-  cat "$dir"/log-* | awk -v target="$TARGET" -v n="$N" '
+  # The curve: per eval step every peer reported, "step slowest-train_s mean-test_acc".
+  cat "$dir"/log-* | awk -v n="$N" '
     /eval step/ { for (i = 1; i < NF; i++) { if ($i == "step") s = $(i+1); if ($i == "test_acc") a = $(i+1);
                                              if ($i == "train_s") t = $(i+1) }
                   acc[s] += a; cnt[s]++; if (t > tmax[s]) tmax[s] = t }
-    /final:/    { for (i = 1; i < NF; i++) { if ($i == "averaged_model_test_acc") fin = $(i+1);
-                                             if ($i == "samples/s") sps += $(i+1) } }
-    END { best = ""; for (s in acc) if (cnt[s] == n && acc[s] / n >= target && (best == "" || s + 0 < best + 0)) best = s
-          if (best == "") printf "nan nan %s %.0f\n", fin, sps
-          else printf "%s %s %s %.0f\n", tmax[best], best, fin, sps }'
+    END { for (s in acc) if (cnt[s] == n) printf "%s %s %.4f\n", s, tmax[s], acc[s] / n }' | sort -n > "$dir/curve-$1"
+  local fin sps
+  read -r fin sps <<< "$(cat "$dir"/log-* | awk '
+    /final:/ { for (i = 1; i < NF; i++) { if ($i == "averaged_model_test_acc") fin = $(i+1); if ($i == "samples/s") sps += $(i+1) } }
+    END { printf "%s %.0f", fin, sps }')"
+  awk -v target="$TARGET" -v fin="$fin" -v sps="$sps" '
+    $3 >= target { printf "%s %s %s %s\n", $2, $1, fin, sps; found = 1; exit }
+    END { if (!found) printf "nan nan %s %s\n", fin, sps }' "$dir/curve-$1"
 }
 
 declare -A secs=() steps=() final=() rate=()
@@ -108,19 +114,29 @@ for _ in $(seq "$REPEATS"); do
 done
 m() { printf '%s\n' $1 | median; }
 base=$(m "${secs[allreduce]}")
+label() {
+  case $1 in
+    allreduce) echo "all-reduce every step (ring reduce-scatter + all-gather)" ;;
+    ring-pga) echo "ring gossip + global average every 6 (Gossip-PGA)" ;;
+    onepeer-pga) echo "one-peer exponential gossip + global average every 6" ;;
+    onepeer-pga-bf16) echo "the same with bf16 gossip values (wire: bf16; the averages stay f32)" ;;
+  esac
+}
 echo "8 peers, each in its own namespace; link: $link; Fashion-MNIST, 784-256-256-10, batch 64, 3 epochs;"
 echo "medians of $REPEATS runs"
 echo
 echo "| algorithm | steps to $TARGET | time to $TARGET (s) | vs all-reduce | total samples/s | final averaged test acc |"
 echo "|---|---|---|---|---|---|"
 for a in "${ALGOS[@]}"; do
-  case $a in
-    allreduce) label="all-reduce every step (ring reduce-scatter + all-gather)" ;;
-    ring-pga) label="ring gossip + global average every 6 (Gossip-PGA)" ;;
-    onepeer-pga) label="one-peer exponential gossip + global average every 6" ;;
-    onepeer-pga-bf16) label="the same with bf16 gossip values (wire: bf16; the averages stay f32)" ;;
-  esac
   t=$(m "${secs[$a]}")
-  echo "| $label | $(m "${steps[$a]}") | $t | $(awk -v a="$t" -v b="$base" 'BEGIN{printf "%.2f", a/b}') |" \
+  echo "| $(label "$a") | $(m "${steps[$a]}") | $t | $(awk -v a="$t" -v b="$base" 'BEGIN{printf "%.2f", a/b}') |" \
        "$(m "${rate[$a]}") | $(m "${final[$a]}") |"
 done
+echo
+machine_line
+declare -A legend=([allreduce]=all-reduce [ring-pga]=ring_+_PGA_6 [onepeer-pga]=one-peer_exp_+_PGA_6
+                   [onepeer-pga-bf16]=one-peer_exp_+_PGA_6,_bf16)
+for a in "${ALGOS[@]}"; do awk -v name="${legend[$a]}" '{print name, $2, $3}' "$dir/curve-$a"; done > "$dir/curves"
+python3 bench/plot.py lines "$dir/curves" "seconds of training (slowest peer, evaluations excluded)" \
+  "mean test accuracy of the 8 peers' own models" "8 peers, $link: time to accuracy (last of $REPEATS runs)" \
+  > "$BENCH_OUT/netem.svg"

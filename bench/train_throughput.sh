@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark 1: local training throughput of gossip vs PyTorch CPU (Debian python3-torch, run with
 # /usr/bin/python3), same model, batch and thread count, alternating runs in ONE session; prints a
-# markdown table of medians and the ratio. Usage: bench/train_throughput.sh [repeats]
+# markdown table of medians, the ratio and the spread of the per-pair ratios, and draws the
+# ratios as bars (docs/bench/train_throughput.{md,svg}). Usage: bench/train_throughput.sh [repeats]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPEATS=${1:-5}
@@ -10,8 +11,10 @@ command -v /usr/bin/python3 >/dev/null && /usr/bin/python3 -c "import torch" 2>/
 bash scripts/setup.sh >/dev/null
 BIN=build/bin/train_bench
 source bench/lib.sh
-echo "| model | batch | threads | gossip samples/s | torch samples/s | gossip / torch |"
-echo "|---|---|---|---|---|---|"
+bench_tee train_throughput
+bars=$(mktemp)
+echo "| model | batch | threads | gossip samples/s | torch samples/s | gossip / torch | per-pair ratios min..max |"
+echo "|---|---|---|---|---|---|---|"
 for cfg in "784,256,256,10 64 1" "784,1024,1024,10 64 1" "784,256,256,10 64 2"; do
   set -- $cfg
   g=(); t=()
@@ -20,5 +23,13 @@ for cfg in "784,256,256,10 64 1" "784,1024,1024,10 64 1" "784,256,256,10 64 2"; 
     t+=("$(/usr/bin/python3 bench/train_torch.py --dims "$1" --batch "$2" --threads "$3" | awk '{print $NF}')")
   done
   gm=$(printf '%s\n' "${g[@]}" | median); tm=$(printf '%s\n' "${t[@]}" | median)
-  echo "| $1 | $2 | $3 | $gm | $tm | $(awk -v a="$gm" -v b="$tm" 'BEGIN{printf "%.2f", a/b}') |"
+  read -r lo hi <<< "$(ratio_spread "${g[*]}" "${t[*]}")"
+  ratio=$(awk -v a="$gm" -v b="$tm" 'BEGIN{printf "%.2f", a/b}')
+  echo "| $1 | $2 | $3 | $gm | $tm | $ratio | $lo..$hi |"
+  echo "MLP_${1//,/-}_batch_${2}_${3}_thread(s) $ratio $lo $hi" >> "$bars"
 done
+echo
+machine_line
+python3 bench/plot.py bars "$bars" "gossip samples/s ÷ PyTorch CPU samples/s (median, whiskers: per-pair min..max)" \
+  "Local training throughput against PyTorch ($REPEATS pairs of runs)" 1 > "$BENCH_OUT/train_throughput.svg"
+rm -f "$bars"

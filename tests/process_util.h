@@ -118,6 +118,13 @@ inline std::string wait_for_text(const std::string& path, const std::string& tex
   return read_file(path);
 }
 
+// How many times `needle` occurs in `text`.
+inline size_t count_of(const std::string& text, const std::string& needle) {
+  size_t count = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++count;
+  return count;
+}
+
 // All numbers captured by `pattern`'s first group, in order of appearance.
 inline std::vector<double> capture_all(const std::string& text, const std::string& pattern) {
   std::vector<double> out;

@@ -100,9 +100,7 @@ TEST(GossipLaunch, PlotsEveryPeersLossAccuracyAndConsensus) {
   const std::string text = testing::read_file(svg);
   for (int rank = 0; rank < 3; ++rank) {
     const std::string cls = "class='peer" + std::to_string(rank) + "'";
-    size_t count = 0;
-    for (size_t at = text.find(cls); at != std::string::npos; at = text.find(cls, at + 1)) ++count;
-    EXPECT_EQ(count, 3u) << "peer " << rank << ": one line per panel\n" << text;
+    EXPECT_EQ(testing::count_of(text, cls), 3u) << "peer " << rank << ": one line per panel\n" << text;
     EXPECT_NE(text.find(">peer " + std::to_string(rank) + "</text>"), std::string::npos);
   }
   // Every panel's lines have points (the consensus panel too: gossip peers report it).
@@ -138,6 +136,28 @@ TEST(GossipLaunch, StartsACommandPerRank) {
   const auto empty = run_command(testing::bin("gossip-launch") + " " + yaml + " --");
   EXPECT_EQ(empty.exit_code, 2);
   EXPECT_NE(empty.output.find("nothing after '--'"), std::string::npos) << empty.output;
+}
+
+// bench/plot.py, which every bench script draws its SVG with: one bar (and whisker) per row, one
+// line per series, and a clear error for a file with nothing to draw.
+TEST(BenchPlots, BarsAndLinesFromTheScriptsFiles) {
+  testing::TempDir dir;
+  const std::string plot = "/usr/bin/python3 " + std::string(GOSSIP_SOURCE_DIR) + "/bench/plot.py";
+  const std::string bars = dir.write("bars", "ring_n=4 0.8 0.7 0.95\none-peer_n=4 1.2 1.1 1.3\nbroken x\ngloo 2.5\n");
+  const auto b = run_command(plot + " bars " + bars + " 'ratio' 'title <1>' 1");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_EQ(testing::count_of(b.output, "<rect x="), 3u) << b.output;  // the broken row is left out
+  EXPECT_NE(b.output.find(">ring n=4</text>"), std::string::npos) << b.output;
+  EXPECT_NE(b.output.find("title &lt;1&gt;"), std::string::npos) << b.output;
+  EXPECT_NE(b.output.find("stroke-dasharray"), std::string::npos) << b.output;  // the reference line
+  const std::string lines = dir.write("lines", "a 1 0.5\nb 1 0.4\na 2 0.7\nb 3 0.8\nb 4 nan\n");
+  const auto l = run_command(plot + " lines " + lines + " s acc t");
+  ASSERT_EQ(l.exit_code, 0) << l.output;
+  EXPECT_EQ(testing::count_of(l.output, "<polyline "), 2u) << l.output;
+  const auto empty = run_command(plot + " bars " + dir.write("empty", "nothing here\n") + " x t");
+  EXPECT_EQ(empty.exit_code, 1);
+  EXPECT_NE(empty.output.find("nothing to draw in " + dir.path() + "/empty"), std::string::npos) << empty.output;
+  EXPECT_EQ(run_command(plot + " pie " + bars).exit_code, 2);
 }
 
 }  // namespace

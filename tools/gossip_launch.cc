@@ -1,6 +1,7 @@
 // gossip-launch: starts every peer of a YAML on this machine (gossip-peer, or any command given
 // after "--", once per rank), prefixes their output, forwards Ctrl-C / SIGTERM, stops the others
-// when one fails, and exits non-zero if any peer failed.
+// when one fails, and exits non-zero if any peer failed. On a terminal it shows a live view (one
+// updating row per peer, live_view.h); elsewhere, or with --plain, the peers' lines as they come.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -24,6 +26,7 @@
 #include "common/error.h"
 #include "common/flags.h"
 #include "peer/config.h"
+#include "live_view.h"
 #include "run_plot.h"
 
 namespace {
@@ -36,6 +39,19 @@ void on_signal(int sig) { g_signal = sig; }
 // --plot: every peer's step lines, timed from the launch.
 gossip::tools::RunRecorder g_recorder;
 const auto g_started = std::chrono::steady_clock::now();
+// The live view when the output is a terminal (null: plain lines).
+std::unique_ptr<gossip::tools::LiveView> g_view;
+
+double seconds_since_start() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_started).count();
+}
+
+// A line of the launcher's own: above the live view's rows, or printed.
+void say(const std::string& text) {
+  if (g_view) return g_view->event(text);
+  std::printf("%s\n", text.c_str());
+  std::fflush(stdout);
+}
 
 struct Child {
   int rank = 0;
@@ -70,8 +86,9 @@ void emit(Child& c, const char* data, size_t n) {
     if (final_at != std::string::npos && crc_at != std::string::npos)
       c.params_crc = line.substr(crc_at + 12, line.find(' ', crc_at + 12) - crc_at - 12);
     if (line.find(" (leaving the run)") != std::string::npos) c.left = true;
-    g_recorder.note(c.rank, line, std::chrono::duration<double>(std::chrono::steady_clock::now() - g_started).count());
-    std::fprintf(stdout, "%s\n", line.c_str());
+    g_recorder.note(c.rank, line, seconds_since_start());
+    if (g_view) g_view->line(c.rank, line, seconds_since_start());
+    else std::fprintf(stdout, "%s\n", line.c_str());
   }
   std::fflush(stdout);
 }
@@ -140,7 +157,7 @@ void forward_output(std::vector<Child>& children) {
   std::vector<Child*> who;
   for (auto& c : children)
     if (c.fd >= 0) fds.push_back({c.fd, POLLIN, 0}), who.push_back(&c);
-  const int ready = ::poll(fds.data(), fds.size(), 500);
+  const int ready = ::poll(fds.data(), fds.size(), g_view ? 200 : 500);
   if (ready <= 0) return;
   for (size_t i = 0; i < fds.size(); ++i) {
     if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
@@ -172,20 +189,26 @@ int supervise(std::vector<Child>& children) {
   // Records an exited child; true when it failed.
   auto exited = [&](Child& c) {
     c.running = false;
-    if (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0) return false;
+    if (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0) {
+      if (g_view) g_view->exited(c.rank, c.left ? "left" : "done");
+      return false;
+    }
     ++failed;
-    std::printf("gossip-launch: peer %d failed (%s %d)\n", c.rank, WIFEXITED(c.status) ? "exit code" : "signal",
-                WIFEXITED(c.status) ? WEXITSTATUS(c.status) : WTERMSIG(c.status));
+    const std::string how = std::string("failed (") + (WIFEXITED(c.status) ? "exit code " : "signal ") +
+                            std::to_string(WIFEXITED(c.status) ? WEXITSTATUS(c.status) : WTERMSIG(c.status)) + ")";
+    if (g_view) g_view->exited(c.rank, how);
+    say("gossip-launch: peer " + std::to_string(c.rank) + " " + how);
     return true;
   };
   while (any_open()) {
     if (g_signal && forwarded != g_signal) {
       forwarded = g_signal;
-      std::printf("gossip-launch: forwarding signal %d to the peers\n", static_cast<int>(g_signal));
+      say("gossip-launch: forwarding signal " + std::to_string(g_signal) + " to the peers");
       stop_all(g_signal);
       stopping = true;
     }
     forward_output(children);
+    if (g_view) g_view->render(seconds_since_start());
     // Reap whoever exited. A peer that fails with an error code (a bad config, a bind failure)
     // stops the rest; one killed by a signal is a crash the others survive (elastic membership),
     // so they carry on and the launcher only reports it.
@@ -193,7 +216,7 @@ int supervise(std::vector<Child>& children) {
       if (!c.running || ::waitpid(c.pid, &c.status, WNOHANG) != c.pid || !exited(c)) continue;
       // Cut off from the run (kExitCutOff): like a crash, the others carry on without it.
       if (!stopping && WIFEXITED(c.status) && WEXITSTATUS(c.status) != gossip::kExitCutOff) {
-        std::printf("gossip-launch: stopping the other peers\n");
+        say("gossip-launch: stopping the other peers");
         stop_all(SIGTERM);
         stopping = true;
       }
@@ -204,6 +227,10 @@ int supervise(std::vector<Child>& children) {
       ::waitpid(c.pid, &c.status, 0);
       exited(c);
     }
+  if (g_view) {
+    g_view->finish(seconds_since_start());
+    g_view.reset();  // what follows (the summary) prints below the rows
+  }
   return failed;
 }
 
@@ -242,6 +269,20 @@ std::vector<std::string> command_env(const std::string& config, int rank, int si
   return env;
 }
 
+// Starts the live view when the output is a terminal (not with --plain or TERM=dumb). Returns the
+// environment entry that asks the peers for live lines — twice a second, or as often as
+// GOSSIP_LIVE_S in the launcher's environment says (src/peer/live_ticker.h) — or "" without it.
+std::string start_live_view(int peers, bool plain) {
+  const char* term = std::getenv("TERM");
+  if (!::isatty(STDOUT_FILENO) || plain || (term && std::string(term) == "dumb")) {
+    ::unsetenv("GOSSIP_LIVE_S");  // plain lines: no live lines among them
+    return "";
+  }
+  g_view = std::make_unique<gossip::tools::LiveView>(peers, stdout);
+  const char* live_s = std::getenv("GOSSIP_LIVE_S");
+  return std::string("GOSSIP_LIVE_S=") + (live_s && *live_s ? live_s : "0.5");
+}
+
 int run(int argc, char** argv) {
   // Everything after "--" is the command to start per rank instead of gossip-peer.
   std::vector<std::string> command;
@@ -261,6 +302,7 @@ int run(int argc, char** argv) {
   flags.add_bool("resume", "passed on: every peer continues from its newest common checkpoint");
   flags.add_string("plot", "at the end, draw every peer's loss, accuracy and consensus distance against time "
                    "into this SVG file", std::nullopt);
+  flags.add_bool("plain", "print the peers' lines as they come even on a terminal (no live view)");
   flags.add_bool("help", "print this help");
   flags.parse(argc, argv);
   if (flags.get_bool("help") || flags.positional().size() != 1) {
@@ -286,10 +328,13 @@ int run(int argc, char** argv) {
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  const std::string live_env = start_live_view(n, flags.get_bool("plain"));
   std::vector<Child> children;
   for (int r = 0; r < n; ++r) {
     if (!command.empty()) {
-      children.push_back(spawn(r, command, command_env(config, r, n, rendezvous, flags)));
+      std::vector<std::string> env = command_env(config, r, n, rendezvous, flags);
+      if (!live_env.empty()) env.push_back(live_env);
+      children.push_back(spawn(r, command, env));
       continue;
     }
     std::vector<std::string> args{peer_bin, "--config", config, "--rank", std::to_string(r)};
@@ -297,10 +342,11 @@ int run(int argc, char** argv) {
     for (const char* f : {"epochs", "device", "slowdown"})
       if (flags.has(f)) args.insert(args.end(), {std::string("--") + f, flags.get_string(f)});
     if (flags.get_bool("resume")) args.push_back("--resume");
-    children.push_back(spawn(r, std::move(args), {local_rank_env(r)}));
+    std::vector<std::string> env{local_rank_env(r)};
+    if (!live_env.empty()) env.push_back(live_env);
+    children.push_back(spawn(r, std::move(args), env));
   }
-  std::printf("gossip-launch: started %d peers of %s\n", n, config.c_str());
-  std::fflush(stdout);
+  say("gossip-launch: started " + std::to_string(n) + " peers of " + config);
   const int failed = supervise(children);
   if (!rendezvous.empty()) fs::remove_all(rendezvous);
   if (flags.has("plot")) {

@@ -12,17 +12,6 @@
 namespace gossip::tools {
 namespace {
 
-// The number after `key` (" loss ") in `line`.
-std::optional<double> value_after(const std::string& line, const std::string& key) {
-  const size_t at = line.find(key);
-  if (at == std::string::npos) return std::nullopt;
-  const char* begin = line.c_str() + at + key.size();
-  char* end = nullptr;
-  const double v = std::strtod(begin, &end);
-  if (end == begin || !std::isfinite(v)) return std::nullopt;
-  return v;
-}
-
 constexpr const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
@@ -34,15 +23,25 @@ struct Panel {
 
 }  // namespace
 
+std::optional<double> number_after(const std::string& line, const std::string& key) {
+  const size_t at = line.find(key);
+  if (at == std::string::npos) return std::nullopt;
+  const char* begin = line.c_str() + at + key.size();
+  char* end = nullptr;
+  const double v = std::strtod(begin, &end);
+  if (end == begin || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
 std::optional<RunSample> parse_step_line(const std::string& line, double t_s) {
   if (line.find("] step ") == std::string::npos && line.rfind("step ", 0) != 0) return std::nullopt;
-  const std::optional<double> loss = value_after(line, " loss "), acc = value_after(line, " train_acc ");
+  const std::optional<double> loss = number_after(line, " loss "), acc = number_after(line, " train_acc ");
   if (!loss || !acc) return std::nullopt;
   RunSample s;
   s.t_s = t_s;
   s.loss = *loss;
   s.accuracy = *acc;
-  s.consensus = value_after(line, " consensus ");
+  s.consensus = number_after(line, " consensus ");
   return s;
 }
 

@@ -17,6 +17,9 @@ struct RunSample {
   std::optional<double> consensus;  // Ξ, when the line has it (decentralized runs)
 };
 
+// The number after `key` (e.g. " loss ") in `line`, or nullopt when none or not finite.
+std::optional<double> number_after(const std::string& line, const std::string& key);
+
 // A peer's step line ("... step 20/42 epoch 1.43 loss 1.05 train_acc 0.65 ... consensus 5.6e-02
 // ..."), or nullopt for any other line or one whose numbers are not finite.
 std::optional<RunSample> parse_step_line(const std::string& line, double t_s);

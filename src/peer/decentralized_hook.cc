@@ -280,6 +280,14 @@ std::string DecentralizedHook::log_extra(int64_t step, model::Model& model) {
   return out.str();
 }
 
+std::string DecentralizedHook::live_extra() {
+  const TransportStats s = t_->stats();
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(1) << " sent_MB " << s.bytes_sent / 1e6 << " received_MB "
+      << s.bytes_received / 1e6 << " peers " << t_->size();
+  return out.str();
+}
+
 void DecentralizedHook::set_control(ControlState* control) {
   control_ = control;
   if (control_) publish_members();

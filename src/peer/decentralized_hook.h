@@ -35,6 +35,7 @@ class DecentralizedHook final : public StepHook {
   void before_update(int64_t step, model::Model& model) override;
   void after_step(int64_t step, model::Model& model) override;
   std::string log_extra(int64_t step, model::Model& model) override;
+  std::string live_extra() override;
   void progress(int64_t step, model::Model& model, double loss, double accuracy, double samples_per_s) override;
   bool finish(model::Model& model) override;
   bool view_changed(int* rank, int* n) override;

@@ -64,6 +64,8 @@ bool Node::mix(int64_t step, std::span<float> params) {
   // library peer takes part at the same steps, so C++ and Python peers can share a run.
   if (!hook_->stop_requested() && ((step + 1) % cfg_.log_every == 0 || step + 1 == total_steps()))
     log("step ", step + 1, "/", total_steps(), hook_->log_extra(step, *external_));
+  else if (live_.due())
+    log("live step ", step + 1, "/", total_steps(), hook_->live_extra());
   if (hook_->stop_requested()) return false;
   if (checkpoint_due(step)) save_external_checkpoint(step + 1);
   return true;

@@ -19,6 +19,7 @@
 #include "peer/config.h"
 #include "peer/decentralized_hook.h"
 #include "peer/host_buffer_model.h"
+#include "peer/live_ticker.h"
 #include "peer/trainer.h"
 #include "transport/zmq/zmq_transport.h"
 
@@ -102,6 +103,7 @@ class Node {
   std::unique_ptr<ControlState> control_;
   std::unique_ptr<Trainer> trainer_;
   std::unique_ptr<HostBufferModel> external_;  // a library peer's model instead of the trainer's
+  LiveTicker live_;  // a library peer's live lines (gossip-peer's come from its trainer)
   std::unique_ptr<ViewTransport> view_;
   std::unique_ptr<ZmqTransport> transport_;
   std::unique_ptr<Membership> membership_;

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "model/schedule.h"
+#include "peer/live_ticker.h"
 
 namespace gossip::peer {
 
@@ -94,28 +95,43 @@ EvalResult Trainer::evaluate() {
   return {count ? loss / count : 0, count ? double(correct) / count : 0, source_->predictions_per_row() > 1};
 }
 
+namespace {
+// " loss L train_acc A samples/s R" over `interval` (its predictions took `secs`).
+std::string interval_text(const model::BatchStats& interval, double secs, bool per_token) {
+  const int64_t count = std::max<int64_t>(interval.count, 1);
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(4) << " loss " << interval.loss_sum / count << " train_acc "
+      << double(interval.correct) / count << std::setprecision(0) << (per_token ? " tokens/s " : " samples/s ")
+      << interval.count / std::max(secs, 1e-9);
+  return out.str();
+}
+}  // namespace
+
 double Trainer::log_progress(int64_t step, const model::BatchStats& interval, double secs) {
   const double loss = interval.loss_sum / interval.count, accuracy = double(interval.correct) / interval.count;
-  const double rate = interval.count / std::max(secs, 1e-9);
   std::ostringstream line;
-  line << std::fixed << std::setprecision(4) << "step " << step + 1 << "/" << total_steps_ << " epoch "
-       << std::setprecision(2) << double(step + 1) / steps_per_epoch_ << std::setprecision(4) << " loss " << loss
-       << " train_acc " << accuracy << std::setprecision(0)
-       << (source_->predictions_per_row() > 1 ? " tokens/s " : " samples/s ") << rate;
+  line << "step " << step + 1 << "/" << total_steps_ << " epoch " << std::fixed << std::setprecision(2)
+       << double(step + 1) / steps_per_epoch_ << interval_text(interval, secs, source_->predictions_per_row() > 1);
   if (hook_) {
-    hook_->progress(step, *model_, loss, accuracy, rate);
+    hook_->progress(step, *model_, loss, accuracy, interval.count / std::max(secs, 1e-9));
     line << hook_->log_extra(step, *model_);
   }
   log(line.str());
   return loss;
 }
 
+void Trainer::log_live(int64_t step, const model::BatchStats& interval, double secs) {
+  log("live step ", step + 1, "/", total_steps_, interval_text(interval, secs, source_->predictions_per_row() > 1),
+      hook_ ? hook_->live_extra() : std::string());
+}
+
 TrainResult Trainer::run() {
   using Clock = std::chrono::steady_clock;
   const int batch = config_.train.batch;
   TrainResult result;
-  model::BatchStats interval;  // since the last progress line
-  auto start = Clock::now(), interval_start = start;
+  model::BatchStats interval, live_interval;  // since the last progress line, the last live line
+  auto start = Clock::now(), interval_start = start, live_start = start;
+  LiveTicker live;
   Clock::duration eval_time{};  // spent in eval_every evaluations
   log("peer ", rank_, ": ", model::describe(config_.train.model), ", ", model_->num_params(), " parameters, ",
       source_->part_text(), ", ",
@@ -147,9 +163,16 @@ TrainResult Trainer::run() {
         optimizer_->reset();  // like a joiner: no optimiser state from the model it dropped
       }
     }
-    interval.loss_sum += s.loss_sum;
-    interval.correct += s.correct;
-    interval.count += s.count;
+    for (model::BatchStats* sum : {&interval, &live_interval}) {
+      sum->loss_sum += s.loss_sum;
+      sum->correct += s.correct;
+      sum->count += s.count;
+    }
+    if (live.due()) {
+      log_live(step, live_interval, std::chrono::duration<double>(Clock::now() - live_start).count());
+      live_interval = {};
+      live_start = Clock::now();
+    }
     const bool last = step + 1 == total_steps_;
     if ((step + 1) % config_.log_every == 0 || last) {
       backend_->synchronize();

@@ -29,6 +29,8 @@ class StepHook {
   virtual void after_step(int64_t step, model::Model& model) = 0;
   // Extra text for the progress line of `step` (e.g. the consensus distance).
   virtual std::string log_extra(int64_t /*step*/, model::Model& /*model*/) { return ""; }
+  // Extra text for a live line (local counters only: no collective, no wait).
+  virtual std::string live_extra() { return ""; }
   // At each progress line, with the interval's mean loss, train accuracy and throughput.
   virtual void progress(int64_t /*step*/, model::Model& /*model*/, double /*loss*/, double /*accuracy*/,
                         double /*samples_per_s*/) {}
@@ -93,6 +95,8 @@ class Trainer {
   // The progress line after `step` over `interval` (its predictions took `secs`); returns its
   // mean loss.
   double log_progress(int64_t step, const model::BatchStats& interval, double secs);
+  // The "live step ..." line for gossip-launch's terminal view (see live_ticker.h).
+  void log_live(int64_t step, const model::BatchStats& interval, double secs);
 
   RunConfig config_;
   int rank_;
