@@ -3,7 +3,8 @@
 # peers' own ring all-reduce) vs OpenMPI's MPI_Allreduce (Debian openmpi-bin, --mca btl tcp,self)
 # and torch.distributed's gloo all_reduce (Debian python3-torch) on the same buffer size and
 # process count, interleaved in ONE run; medians of REPEATS runs and ratios to MPI, drawn as bars
-# with the spread of the per-repeat ratios (docs/bench/exchange_round.{md,svg}).
+# with the spread of the per-repeat ratios (docs/bench/exchange_round.{md,svg}), and a machine line
+# with this run's memcpy and loopback TCP bandwidth and the MPI version.
 # Usage: bench/exchange_round.sh [repeats] [floats...]   (1, 16, 64 MB: 262144 4194304 16777216)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,10 +17,17 @@ echo '#include <mpi.h>' | mpicc -E -x c - >/dev/null 2>&1 || {  # mpicc and MPI'
 bash scripts/setup.sh >/dev/null
 mkdir -p build/bench-mpi
 mpicc -O2 -o build/bench-mpi/mpi_allreduce bench/mpi_allreduce.c
+gcc -O2 -o build/bench-mpi/memcpy_bw bench/memcpy_bw.c
+gcc -O2 -o build/bench-mpi/tcp_bw bench/tcp_bw.c
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --mca btl tcp,self --mca btl_tcp_if_include lo)
 MPISHM=(mpirun --allow-run-as-root --oversubscribe --mca btl vader,self)  # shared memory: the same-host best case
 source bench/lib.sh
 bench_tee exchange_round
+# What bounds the rounds on this machine, measured in this run: one thread's memcpy of a 16.8 MB
+# buffer (out of cache) and loopback TCP between two processes.
+memcpy_gbs=$(build/bench-mpi/memcpy_bw | awk 'NR == 2 {print $5}')
+tcp_gbs=$(build/bench-mpi/tcp_bw | awk '{print $5}')
+limits="memcpy $memcpy_gbs GB/s (16.8 MB, one thread), loopback TCP $tcp_gbs GB/s, $(mpirun --version | head -1)"
 bars=$(mktemp)
 # name[@ipc][@bf16][@1copy]: @ipc runs over ipc://, @bf16 sends the gossip values as bfloat16
 # (algorithm.wire), @1copy lends the chunks: the receiver copies them out of the sender's memory
@@ -76,7 +84,7 @@ echo "| row (algorithm, n, MB) | median ratio | per-repeat min..max |"
 echo "|---|---|---|"
 awk '{printf "| %s | %s | %s..%s |\n", $1, $2, $3, $4}' "$bars" | tr _ ' '
 echo
-machine_line
+echo "$(machine_line); $limits"
 python3 bench/plot.py bars "$bars" "time of one round ÷ MPI_Allreduce's (tcp), median; whiskers: per-repeat min..max" \
   "One exchange round against Open MPI ($REPEATS repeats of 10 rounds)" 1 > "$BENCH_OUT/exchange_round.svg"
 rm -f "$bars"

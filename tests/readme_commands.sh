@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Keeps the README's how-to commands true: runs them as written — the demo's YAML with the
 # launcher's plot, a join into that run, the consensus tool on it with its plot, and the key
-# generator — replacing only the README's example endpoint by a live peer's (and slowing the run
-# down so the join and the tool find it running). Fails naming the command that did not work.
+# generator — replacing only the README's example endpoint by a live peer's (and running one slowed
+# epoch, so the join and the tool find the run going without loading the machine for long). Fails naming the command that did not work.
 # Usage: readme_commands.sh SOURCE_DIR BINARY_DIR
 set -euo pipefail
 src=$(cd "$1" && pwd) bin=$(cd "$2" && pwd)
@@ -36,8 +36,8 @@ join=$(pick " --join ")
 consensus=$(pick "gossip-consensus --peer")
 keygen=$(pick "gossip-keygen")
 
-echo "run: $launch --slowdown 3"
-setsid bash -c "$launch --slowdown 3" > launch.log 2>&1 &
+echo "run: $launch --epochs 1 --slowdown 3"
+setsid bash -c "$launch --epochs 1 --slowdown 3" > launch.log 2>&1 &
 launch_pid=$!
 endpoint=""
 for _ in $(seq 600); do
