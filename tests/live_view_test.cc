@@ -85,6 +85,8 @@ TEST(LiveView, BadNumbersShowAsDashesNotGarbage) {
   PeerRow row;
   EXPECT_FALSE(update_row(row, "[peer 0] step x/y loss 1", 1));  // not a step line after all
   EXPECT_EQ(row.total, 0);
+  EXPECT_FALSE(update_row(row, "[peer 0] step 7/y loss 1", 1));  // half a step count changes nothing
+  EXPECT_EQ(row.step, 0);
   EXPECT_TRUE(update_row(row, "[peer 0] step 5/10 loss nan train_acc inf samples/s 3", 1));
   const std::string text = format_row(row, 1, 200);
   EXPECT_EQ(text.find("nan"), std::string::npos) << text;

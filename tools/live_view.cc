@@ -18,9 +18,13 @@ bool finished(const PeerRow& row) {
   return row.state == "done" || row.state == "left" || row.state.rfind("failed", 0) == 0;
 }
 
-// "step S/T" after `at` in `line`.
-bool parse_step(const std::string& line, size_t at, int64_t* step, int64_t* total) {
-  return std::sscanf(line.c_str() + at, "step %" SCNd64 "/%" SCNd64, step, total) == 2 && *total > 0;
+// "step S/T" after `at` in `line` into the row (left as it was when the text is no such thing).
+bool parse_step(const std::string& line, size_t at, PeerRow& row) {
+  int64_t step = 0, total = 0;
+  if (std::sscanf(line.c_str() + at, "step %" SCNd64 "/%" SCNd64, &step, &total) != 2 || total <= 0) return false;
+  row.step = step;
+  row.total = total;
+  return true;
 }
 
 // A step or live line: step, loss, accuracy and rate; the consensus distance (step lines) and
@@ -77,7 +81,7 @@ bool update_row(PeerRow& row, const std::string& line, double t_s) {
   const size_t live_at = line.find("] live step "), step_at = line.find("] step ");
   if (live_at != std::string::npos || step_at != std::string::npos) {
     const size_t at = live_at != std::string::npos ? live_at + 7 : step_at + 2;
-    if (!parse_step(line, at, &row.step, &row.total)) return false;
+    if (!parse_step(line, at, row)) return false;
     take_step_line(row, line, t_s);
     if (!finished(row)) row.state = "training";
     return true;

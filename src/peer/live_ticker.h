@@ -15,7 +15,6 @@ class LiveTicker {
   LiveTicker();
   // True once every period (never when live lines are off); the first call starts the clock.
   bool due();
-  bool on() const { return period_s_ > 0; }
 
  private:
   double period_s_ = 0;
