@@ -12,5 +12,12 @@ ratio_spread() {
 # script's stdout to the terminal and to NAME.md.
 BENCH_OUT=${BENCH_OUT:-docs/bench}
 bench_tee() { mkdir -p "$BENCH_OUT"; exec > >(tee "$BENCH_OUT/$1.md"); }
-# The machine line every table ends with.
-machine_line() { echo "$(nproc)-core $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%F), CPU backend"; }
+# The machine line every table ends with. It names the OpenBLAS kernels too: some machines pin
+# them with OPENBLAS_CORETYPE (this project's VMs: Haswell, AVX2, on a CPU with AVX-512), which
+# changes gossip's CPU figures while PyTorch's oneDNN convolutions still use AVX-512.
+machine_line() {
+  local avx512=""
+  grep -qw avx512f /proc/cpuinfo && avx512=", AVX-512"
+  echo "$(nproc)-core $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)$avx512, $(date -u +%F), CPU backend," \
+       "OpenBLAS kernels ${OPENBLAS_CORETYPE:-auto-detected}"
+}

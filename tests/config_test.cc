@@ -86,7 +86,7 @@ topology: {kind: torus, rows: 2}
 algorithm: {kind: gossip, global_average_every: 6}
 model: {hidden: [32, 16]}
 data: {dataset: synthetic, sharding: dirichlet, dirichlet_alpha: 0.1, synthetic: {train: 100, test: 10, dims: 4, classes: 3}}
-optimizer: {lr: 0.1, momentum: 0.5, nesterov: true, batch: 8, epochs: 2, schedule: {kind: step, step_every: 10, gamma: 0.5}}
+optimizer: {lr: 0.1, momentum: 0.5, nesterov: true, label_smoothing: 0.1, batch: 8, epochs: 2, schedule: {kind: step, step_every: 10, gamma: 0.5}}
 )", "t.yaml");
   EXPECT_EQ(c.peers.count(), 4);
   EXPECT_EQ(c.peers.list[3].endpoint, "tcp://127.0.0.1:29503");
@@ -96,6 +96,7 @@ optimizer: {lr: 0.1, momentum: 0.5, nesterov: true, batch: 8, epochs: 2, schedul
   EXPECT_EQ(c.train.model.hidden, (std::vector<int>{32, 16}));
   EXPECT_EQ(c.data.synthetic_classes, 3);
   EXPECT_TRUE(c.train.optimizer.nesterov);
+  EXPECT_EQ(c.train.optimizer.label_smoothing, 0.1);
   EXPECT_EQ(c.train.schedule.kind, model::ScheduleKind::kStep);
 }
 
@@ -154,6 +155,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"data: {sharding: random}\n", "data.sharding"},
         BadCase{"optimizer: {kind: adam}\n", "field 'optimizer.kind': 'adam' is not one of sgd, adamw"},
         BadCase{"optimizer: {kind: adamw, beta2: 1.5}\n", "optimizer.beta2"},
+        BadCase{"optimizer: {label_smoothing: 1}\n", "optimizer.label_smoothing"},
         BadCase{"checkpoint: {every: 10}\n", "missing field 'dir'"},
         BadCase{"checkpoint: {dir: /tmp/x, every: 0}\n", "checkpoint.every"},
         BadCase{"algorithm: {kind: gossip, dead_after_s: soon}\n", "algorithm.dead_after_s"},
@@ -170,6 +172,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"model: {kind: cnn, net: resnet, width: 12, groups: 8}\n", "groups (8) must divide width (12)"},
         BadCase{"model: {kind: cnn, net: resnet, blocks: 0}\n", "blocks"},
         BadCase{"model: {kind: gpt, blocks: 2}\n", "is for kind cnn models"},
+        BadCase{"model: {kind: mlp, zero_init_residual: true}\n", "is for kind cnn models"},
+        BadCase{"model: {kind: cnn, net: resnet, zero_init_residual: 2}\n", "true or false"},
         BadCase{"model: {kind: gpt, heads: 3}\ndata: {dataset: text}\n", "3 heads do not divide dim 128"},
         BadCase{"model: {kind: gpt}\n", "model kind gpt reads text"},
         BadCase{"data: {dataset: text}\n", "dataset text needs a language model"},
@@ -198,6 +202,9 @@ TEST(Config, ModelPresetsAndTextData) {
   EXPECT_EQ(cnn.train.model.groups, 4);
   EXPECT_EQ(cnn.train.model.blocks, 1);
   EXPECT_EQ(parse_config("model: {kind: cnn, net: resnet, blocks: 3}\n", "t.yaml").train.model.blocks, 3);
+  EXPECT_FALSE(cnn.train.model.zero_init_residual);
+  EXPECT_TRUE(parse_config("model: {kind: cnn, net: resnet, zero_init_residual: true}\n", "t.yaml")
+                  .train.model.zero_init_residual);
   EXPECT_EQ(parse_config("seed: 1\n", "t.yaml").train.model.kind, model::ModelKind::kMlp);
 }
 

@@ -68,17 +68,44 @@ TEST(CpuBackend, SoftmaxCrossEntropyKnownValues) {
   // Uniform logits over 4 classes: loss = log 4, gradient = 1/4 − onehot.
   std::vector<float> z(4, 3.0f), d(4);
   int32_t y = 2;
-  LossResult r = be.softmax_xent(z.data(), &y, 1, 4, d.data(), 1.0f);
+  LossResult r = be.softmax_xent(z.data(), &y, 1, 4, d.data(), 1.0f, 0.0f);
   EXPECT_NEAR(r.loss_sum, std::log(4.0), 1e-6);
   EXPECT_NEAR(d[2], -0.75f, 1e-6);
   EXPECT_NEAR(d[0], 0.25f, 1e-6);
   // A confident correct row counts as a hit and has a tiny loss; large logits must not overflow.
   std::vector<float> z2{1000, 0, 0};
   int32_t y2 = 0;
-  LossResult r2 = be.softmax_xent(z2.data(), &y2, 1, 3, nullptr, 1.0f);
+  LossResult r2 = be.softmax_xent(z2.data(), &y2, 1, 3, nullptr, 1.0f, 0.0f);
   EXPECT_EQ(r2.correct, 1);
   EXPECT_LT(r2.loss_sum, 1e-6);
   EXPECT_TRUE(std::isfinite(r2.loss_sum));
+}
+
+// Label smoothing s: the target is q = (1 − s)·onehot + s/cols; loss −Σ q·log p, gradient p − q.
+TEST(CpuBackend, SoftmaxCrossEntropyWithLabelSmoothing) {
+  CpuBackend be;
+  const std::vector<float> z{0.5f, -1.0f, 2.0f, 0.25f, 1.0f, 0.0f, -0.5f, 3.0f};
+  const std::vector<int32_t> y{2, 0};
+  const float s = 0.1f;
+  std::vector<float> d(8);
+  const LossResult r = be.softmax_xent(z.data(), y.data(), 2, 4, d.data(), 0.5f, s);
+  double loss = 0;
+  for (int row = 0; row < 2; ++row) {
+    double sum = 0;
+    for (int c = 0; c < 4; ++c) sum += std::exp(double(z[row * 4 + c]));
+    for (int c = 0; c < 4; ++c) {
+      const double p = std::exp(double(z[row * 4 + c])) / sum, q = (c == y[row]) * (1 - s) + s / 4.0;
+      loss -= q * std::log(p);
+      EXPECT_NEAR(d[row * 4 + c], 0.5 * (p - q), 1e-6) << "row " << row << " class " << c;
+    }
+  }
+  EXPECT_NEAR(r.loss_sum, loss, 1e-5);
+  EXPECT_EQ(r.correct, 1);  // row 0 predicts 2 (its label), row 1 predicts 3
+  // Smoothing 0 is the plain loss, bit for bit.
+  std::vector<float> d0(8), d_plain(8);
+  EXPECT_EQ(be.softmax_xent(z.data(), y.data(), 2, 4, d0.data(), 1.0f, 0.0f).loss_sum,
+            be.softmax_xent(z.data(), y.data(), 2, 4, d_plain.data(), 1.0f, 0.0f).loss_sum);
+  EXPECT_GT(be.softmax_xent(z.data(), y.data(), 2, 4, nullptr, 1.0f, 0.0f).loss_sum, 0.0f);
 }
 
 TEST(CpuBackend, SgdMomentumAndNesterovFollowTorchConvention) {

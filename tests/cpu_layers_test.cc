@@ -143,5 +143,41 @@ TEST(CpuLayers, ActivationsPoolsAndEmbeddings) {
   EXPECT_EQ(std::vector<float>(e, e + 4), (std::vector<float>{15, 26, 31, 42}));
 }
 
+// Max pooling against a plain reference (NaN wins, the first of equals stays) on planes whose
+// widths exercise the 2×2 path's four-wide steps and its tail, with ties and NaNs, and on a 3×3
+// stride-2 window (the general loop).
+TEST(CpuLayers, MaxPoolMatchesAPlainReference) {
+  CpuLayers k;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> small(0, 5);  // few distinct values: many ties
+  for (const PoolShape& s : {PoolShape{2, 3, 19, 21, 2, 2}, PoolShape{1, 2, 28, 28, 2, 2},
+                             PoolShape{1, 2, 9, 11, 3, 2}}) {
+    std::vector<float> x(size_t(s.batch) * s.c * s.h * s.w);
+    for (float& v : x) v = small(rng) == 0 && rng() % 7 == 0 ? NAN : float(small(rng));
+    const size_t out = size_t(s.batch) * s.c * s.out_h() * s.out_w();
+    std::vector<float> y(out);
+    std::vector<int32_t> arg(out);
+    k.maxpool2d_forward(s, x.data(), y.data(), arg.data());
+    size_t o = 0, nans = 0;
+    for (int p = 0; p < s.batch * s.c; ++p)
+      for (int oh = 0; oh < s.out_h(); ++oh)
+        for (int ow = 0; ow < s.out_w(); ++ow, ++o) {
+          const float* in = x.data() + size_t(p) * s.h * s.w;
+          int best = oh * s.stride * s.w + ow * s.stride;
+          for (int i = 0; i < s.k; ++i)
+            for (int j = 0; j < s.k; ++j) {
+              const int at = (oh * s.stride + i) * s.w + ow * s.stride + j;
+              if (in[at] > in[best] || std::isnan(in[at])) best = at;
+            }
+          ASSERT_EQ(arg[o], best) << "output " << o << " of " << s.h << "x" << s.w;
+          nans += std::isnan(y[o]);
+          if (!std::isnan(in[best])) {
+            ASSERT_EQ(y[o], in[best]);
+          }
+        }
+    EXPECT_GT(nans, 0u) << "the data must contain NaNs for the test to mean anything";
+  }
+}
+
 }  // namespace
 }  // namespace gossip::kernels

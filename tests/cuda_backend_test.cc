@@ -113,12 +113,18 @@ TEST_F(CudaVsCpu, SoftmaxAndSgd) {
   float* dd = last();
   DeviceArray<int32_t> dl(*gpu_, rows);
   gpu_->upload(dl.get(), labels.data(), rows * 4);
-  LossResult g = gpu_->softmax_xent(dz, dl.get(), rows, cols, dd, 0.5f);
+  LossResult g = gpu_->softmax_xent(dz, dl.get(), rows, cols, dd, 0.5f, 0.0f);
   std::vector<float> dref(rows * cols);
-  LossResult c = cpu_->softmax_xent(z.data(), labels.data(), rows, cols, dref.data(), 0.5f);
+  LossResult c = cpu_->softmax_xent(z.data(), labels.data(), rows, cols, dref.data(), 0.5f, 0.0f);
   EXPECT_NEAR(g.loss_sum, c.loss_sum, 1e-3);
   EXPECT_EQ(g.correct, c.correct);
   auto dgot = fetch(dd, dref.size());
+  for (size_t i = 0; i < dref.size(); ++i) ASSERT_NEAR(dgot[i], dref[i], 1e-5);
+  // The same with label smoothing 0.1.
+  g = gpu_->softmax_xent(dz, dl.get(), rows, cols, dd, 0.5f, 0.1f);
+  c = cpu_->softmax_xent(z.data(), labels.data(), rows, cols, dref.data(), 0.5f, 0.1f);
+  EXPECT_NEAR(g.loss_sum, c.loss_sum, 1e-3);
+  dgot = fetch(dd, dref.size());
   for (size_t i = 0; i < dref.size(); ++i) ASSERT_NEAR(dgot[i], dref[i], 1e-5);
 
   auto w = random(1000, 7), grad = random(1000, 8), v = random(1000, 9);
@@ -229,13 +235,13 @@ TEST_F(CudaVsCpu, SoftmaxOverManyClassesAndWithoutGradient) {
   on_gpu(std::vector<float>(rows * cols));
   float* dd = last();
   std::vector<float> dref(rows * cols);
-  const LossResult g = gpu_->softmax_xent(dz, dl.get(), rows, cols, dd, 1.0f);
-  const LossResult c = cpu_->softmax_xent(z.data(), labels.data(), rows, cols, dref.data(), 1.0f);
+  const LossResult g = gpu_->softmax_xent(dz, dl.get(), rows, cols, dd, 1.0f, 0.0f);
+  const LossResult c = cpu_->softmax_xent(z.data(), labels.data(), rows, cols, dref.data(), 1.0f, 0.0f);
   EXPECT_NEAR(g.loss_sum, c.loss_sum, 1e-4 * c.loss_sum);
   EXPECT_EQ(g.correct, c.correct);
   const auto dgot = fetch(dd, dref.size());
   for (size_t i = 0; i < dref.size(); ++i) ASSERT_NEAR(dgot[i], dref[i], 1e-6) << i;
-  const LossResult no_grad = gpu_->softmax_xent(dz, dl.get(), rows, cols, nullptr, 1.0f);
+  const LossResult no_grad = gpu_->softmax_xent(dz, dl.get(), rows, cols, nullptr, 1.0f, 0.0f);
   EXPECT_NEAR(no_grad.loss_sum, c.loss_sum, 1e-4 * c.loss_sum);
   EXPECT_EQ(no_grad.correct, c.correct);
 }

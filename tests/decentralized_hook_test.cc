@@ -41,8 +41,9 @@ class CountingDeviceBackend final : public kernels::Backend {
   void bias_act_forward(float* y, const float* b, int r, int c, bool relu) override { cpu_->bias_act_forward(y, b, r, c, relu); }
   void relu_backward(float* dy, const float* y, size_t n) override { cpu_->relu_backward(dy, y, n); }
   void column_sum(const float* dy, float* db, int r, int c) override { cpu_->column_sum(dy, db, r, c); }
-  kernels::LossResult softmax_xent(const float* z, const int32_t* l, int r, int c, float* dz, float s) override {
-    return cpu_->softmax_xent(z, l, r, c, dz, s);
+  kernels::LossResult softmax_xent(const float* z, const int32_t* l, int r, int c, float* dz, float s,
+                                   float smoothing) override {
+    return cpu_->softmax_xent(z, l, r, c, dz, s, smoothing);
   }
   void sgd_update(float* w, const float* g, float* v, size_t n, float lr, float mu, float wd, bool nesterov) override {
     cpu_->sgd_update(w, g, v, n, lr, mu, wd, nesterov);

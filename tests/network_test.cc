@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -148,6 +149,25 @@ TEST(Network, PresetsHaveTheirParameterCounts) {
   EXPECT_EQ(count_model_params(resnet, fmnist), 482826u + extra);
   resnet.blocks = 0;
   EXPECT_THROW(count_model_params(resnet, fmnist), Error);
+}
+
+// zero_init_residual starts the second GroupNorm of every residual block at γ = 0:
+// exactly 32 + 64 + 128 more zero parameters per block per stage than without it.
+TEST(Network, ResNetZeroInitStartsEachBlocksLastNormAtZero) {
+  auto be = kernels::make_cpu_backend();
+  ModelConfig resnet;
+  resnet.kind = ModelKind::kCnn;
+  resnet.net = CnnNet::kResNet;
+  resnet.blocks = 2;
+  EXPECT_FALSE(resnet.zero_init_residual);  // off unless asked for
+  const auto zeros = [&](bool zero_init) {
+    resnet.zero_init_residual = zero_init;
+    auto m = make_model(resnet, *be, {1, 28, 28, 10}, 2);
+    m->init(5);
+    const std::vector<float> p = m->download_params();
+    return std::count(p.begin(), p.end(), 0.0f);
+  };
+  EXPECT_EQ(zeros(true) - zeros(false), 2 * (32 + 64 + 128));
 }
 
 TEST(Network, ParametersAreOneBufferThatSwapsWhole) {

@@ -44,6 +44,21 @@ class ZmqTransportTest : public ::testing::Test {
     o.linger_s = 1;
     return o;
   }
+  // Four elastic members heartbeating every 50 ms, each watched by `watchers` others.
+  std::vector<std::unique_ptr<ZmqTransport>> elastic_four(double dead_after_s, int watchers,
+                                                          double unverified_idle_s = 60) {
+    std::vector<std::unique_ptr<ZmqTransport>> t;
+    for (int r = 0; r < 4; ++r) {
+      ZmqTransportOptions o = options(r, 4);
+      o.elastic = true;
+      o.heartbeat_s = 0.05;
+      o.dead_after_s = dead_after_s;
+      o.watchers = watchers;
+      o.unverified_idle_s = unverified_idle_s;
+      t.push_back(std::make_unique<ZmqTransport>(o));
+    }
+    return t;
+  }
   fs::path dir_;
 };
 
@@ -99,15 +114,7 @@ TEST(ProbeHelpers, TheTargetsOtherWatchersFirstThenOthersRotating) {
 // pings it) and still suspect it dead_after_s after its last heartbeat: an answer carries an
 // age, so it never keeps a dead member alive. 2, which does not watch 3, suspects nobody.
 TEST_F(ZmqTransportTest, ACrashedMemberIsSuspectedOnTimeDespiteIndirectProbes) {
-  std::vector<std::unique_ptr<ZmqTransport>> t;
-  for (int r = 0; r < 4; ++r) {
-    ZmqTransportOptions o = options(r, 4);
-    o.elastic = true;
-    o.heartbeat_s = 0.05;
-    o.dead_after_s = 0.6;
-    o.watchers = 2;
-    t.push_back(std::make_unique<ZmqTransport>(o));
-  }
+  std::vector<std::unique_ptr<ZmqTransport>> t = elastic_four(0.6, 2);
   const auto suspicion = [&](int r, double wait_s) {
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_s));
     auto m = t[r]->mailbox().take_any({MessageKind::kSuspect}, deadline);
@@ -123,6 +130,19 @@ TEST_F(ZmqTransportTest, ACrashedMemberIsSuspectedOnTimeDespiteIndirectProbes) {
   EXPECT_LE(after_s, 3);
   EXPECT_EQ(suspicion(2, 0.5), -1);
   EXPECT_GT(t[0]->stats().heartbeats_sent, 0u);
+}
+
+// Each elastic member links to every other, but heartbeats only its watchers: with one watcher
+// each of four members sends nothing on two of its three links. The first beat on every new
+// link keeps those connections verified, so the other end's guard (idle limit 0.3 s here, 60 s
+// by default) closes none of them; without it each would be closed and dialled again.
+TEST_F(ZmqTransportTest, LinksThatCarryNoHeartbeatsAreNotClosedAsIdle) {
+  std::vector<std::unique_ptr<ZmqTransport>> t = elastic_four(5, 1, 0.3);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(t[r]->stats().connections_refused, 0u) << "peer " << r;
+    EXPECT_EQ(t[r]->mailbox().take_any({MessageKind::kSuspect}, Clock::now()), std::nullopt) << "peer " << r;
+  }
 }
 
 TEST_F(ZmqTransportTest, ChunkedVectorsTravelBothWays) {

@@ -54,10 +54,11 @@ class Backend {
   virtual void relu_backward(float* dy, const float* y, size_t n) = 0;
   // db[c] = Σ_r dy[r][c].
   virtual void column_sum(const float* dy, float* db, int rows, int cols) = 0;
-  // Softmax cross-entropy over rows; writes dlogits = (softmax − onehot)·grad_scale when dlogits
+  // Softmax cross-entropy over rows against the target q = (1 − smoothing)·onehot + smoothing/cols
+  // (label smoothing; 0: the one-hot label); writes dlogits = (softmax − q)·grad_scale when dlogits
   // is not null. Labels outside [0, cols) are a programming error (checked by the data loader).
   virtual LossResult softmax_xent(const float* logits, const int32_t* labels, int rows, int cols,
-                                  float* dlogits, float grad_scale) = 0;
+                                  float* dlogits, float grad_scale, float smoothing) = 0;
   // PyTorch-convention SGD: g += wd·w; v = μ·v + g; step = nesterov ? g + μ·v : v; w -= lr·step.
   virtual void sgd_update(float* w, const float* g, float* v, size_t n, float lr, float momentum,
                           float weight_decay, bool nesterov) = 0;

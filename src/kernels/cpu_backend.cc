@@ -62,9 +62,10 @@ void CpuBackend::column_sum(const float* dy, float* db, int rows, int cols) {
 }
 
 LossResult CpuBackend::softmax_xent(const float* logits, const int32_t* labels, int rows, int cols,
-                                    float* dlogits, float grad_scale) {
+                                    float* dlogits, float grad_scale, float smoothing) {
   LossResult result;
   double loss = 0;
+  const double spread = double(smoothing) / cols;  // every class's share of the smoothing
   for (int r = 0; r < rows; ++r) {
     const float* z = logits + static_cast<size_t>(r) * cols;
     int arg = 0;
@@ -74,13 +75,18 @@ LossResult CpuBackend::softmax_xent(const float* logits, const int32_t* labels, 
     double sum = 0;
     for (int c = 0; c < cols; ++c) sum += std::exp(static_cast<double>(z[c] - zmax));
     const int y = labels[r];
-    loss += std::log(sum) - (z[y] - zmax);
+    // −Σ_c q_c·log p_c = log Σ e^(z−zmax) − Σ_c q_c·(z_c − zmax)
+    double target = (1.0 - smoothing) * (z[y] - zmax);
+    if (smoothing != 0)
+      for (int c = 0; c < cols; ++c) target += spread * (z[c] - zmax);
+    loss += std::log(sum) - target;
     result.correct += arg == y;
     if (dlogits) {
       float* d = dlogits + static_cast<size_t>(r) * cols;
       const double inv = 1.0 / sum;
       for (int c = 0; c < cols; ++c)
-        d[c] = static_cast<float>((std::exp(static_cast<double>(z[c] - zmax)) * inv - (c == y)) * grad_scale);
+        d[c] = static_cast<float>(
+            (std::exp(static_cast<double>(z[c] - zmax)) * inv - (c == y) * (1.0 - smoothing) - spread) * grad_scale);
     }
   }
   result.loss_sum = static_cast<float>(loss);

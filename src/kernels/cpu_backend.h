@@ -25,7 +25,7 @@ class CpuBackend final : public Backend {
   void relu_backward(float* dy, const float* y, size_t n) override;
   void column_sum(const float* dy, float* db, int rows, int cols) override;
   LossResult softmax_xent(const float* logits, const int32_t* labels, int rows, int cols,
-                          float* dlogits, float grad_scale) override;
+                          float* dlogits, float grad_scale, float smoothing) override;
   void sgd_update(float* w, const float* g, float* v, size_t n, float lr, float momentum,
                   float weight_decay, bool nesterov) override;
   void adamw_update(float* w, const float* g, float* m, float* v, size_t n, const AdamWStep& s) override;

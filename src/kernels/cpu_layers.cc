@@ -8,6 +8,10 @@
 
 #include "common/cpu_features.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace gossip::kernels {
 
 namespace {
@@ -22,8 +26,17 @@ void valid_columns(const ConvShape& s, int kj, int* lo, int* hi) {
   *hi = std::max(*hi, *lo);
 }
 
+// The rows of im2col and col2im are short (a LeNet row is 14 or 28 floats): plain loops, not
+// memset/memcpy calls, which cost more than the copy at these lengths (perf: 7 % of a LeNet step).
+// GCC would turn the loops back into those calls; the attribute keeps them loops.
+#if defined(__GNUC__) && !defined(__clang__)
+#define GOSSIP_INLINE_LOOPS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define GOSSIP_INLINE_LOOPS
+#endif
+
 // col[(c·k + ki)·k + kj][oh·out_w + ow] = x[c][oh·stride − pad + ki][ow·stride − pad + kj] (0 outside).
-void im2col(const ConvShape& s, const float* x, float* col) {
+GOSSIP_INLINE_LOOPS void im2col(const ConvShape& s, const float* x, float* col) {
   const int oh_n = s.out_h(), ow_n = s.out_w();
   for (int c = 0; c < s.in_c; ++c)
     for (int ki = 0; ki < s.k; ++ki)
@@ -35,23 +48,23 @@ void im2col(const ConvShape& s, const float* x, float* col) {
           const int ih = oh * s.stride - s.pad + ki;
           float* out = row + size_t(oh) * ow_n;
           if (ih < 0 || ih >= s.h || lo == hi) {
-            std::fill(out, out + ow_n, 0.0f);
+            for (int ow = 0; ow < ow_n; ++ow) out[ow] = 0.0f;
             continue;
           }
           const float* in = x + (size_t(c) * s.h + ih) * s.w + (lo * s.stride - s.pad + kj);
-          std::fill(out, out + lo, 0.0f);
+          for (int ow = 0; ow < lo; ++ow) out[ow] = 0.0f;
           if (s.stride == 1) {
-            std::copy(in, in + (hi - lo), out + lo);
+            for (int ow = lo; ow < hi; ++ow) out[ow] = in[ow - lo];
           } else {
             for (int ow = lo; ow < hi; ++ow) out[ow] = in[(ow - lo) * s.stride];
           }
-          std::fill(out + hi, out + ow_n, 0.0f);
+          for (int ow = hi; ow < ow_n; ++ow) out[ow] = 0.0f;
         }
       }
 }
 
 // The adjoint of im2col: dx[c][ih][iw] += every col entry that im2col read from there.
-void col2im_add(const ConvShape& s, const float* col, float* dx) {
+GOSSIP_INLINE_LOOPS void col2im_add(const ConvShape& s, const float* col, float* dx) {
   const int oh_n = s.out_h(), ow_n = s.out_w();
   for (int c = 0; c < s.in_c; ++c)
     for (int ki = 0; ki < s.k; ++ki)
@@ -64,7 +77,11 @@ void col2im_add(const ConvShape& s, const float* col, float* dx) {
           if (ih < 0 || ih >= s.h || lo == hi) continue;
           float* out = dx + (size_t(c) * s.h + ih) * s.w + (lo * s.stride - s.pad + kj);
           const float* in = row + size_t(oh) * ow_n;
-          for (int ow = lo; ow < hi; ++ow) out[(ow - lo) * s.stride] += in[ow];
+          if (s.stride == 1) {  // contiguous: vectorises
+            for (int ow = lo; ow < hi; ++ow) out[ow - lo] += in[ow];
+          } else {
+            for (int ow = lo; ow < hi; ++ow) out[(ow - lo) * s.stride] += in[ow];
+          }
         }
       }
 }
@@ -185,7 +202,66 @@ void CpuLayers::conv2d_backward(const ConvShape& s, const float* x, const float*
   }
 }
 
+namespace {
+// maxpool2d_forward's common case, k = stride = 2, without the general loop nest. The same
+// candidates in the same order and the same test (NaN wins, the first of equals stays), so the
+// same argmax as the general loop.
+void maxpool2x2_forward(const PoolShape& s, const float* x, float* y, int32_t* argmax) {
+  const int oh_n = s.out_h(), ow_n = s.out_w();
+  for (size_t p = 0; p < size_t(s.batch) * s.c; ++p) {
+    const float* in = x + p * s.h * s.w;
+    for (int oh = 0; oh < oh_n; ++oh) {
+      const int top = 2 * oh * s.w;
+      float* out = y + (p * oh_n + oh) * ow_n;
+      int32_t* arg = argmax + (p * oh_n + oh) * ow_n;
+      const float* row0 = in + top;
+      const float* row1 = row0 + s.w;
+      int ow = 0;
+#if defined(__SSE2__)
+      // Four outputs at a time: the even and odd columns of both rows, then the scalar steps below
+      // as masks (x != x is the NaN test).
+      const __m128i step = _mm_set_epi32(6, 4, 2, 0);
+      for (; ow + 4 <= ow_n; ow += 4) {
+        const __m128 r0lo = _mm_loadu_ps(row0 + 2 * ow), r0hi = _mm_loadu_ps(row0 + 2 * ow + 4);
+        const __m128 r1lo = _mm_loadu_ps(row1 + 2 * ow), r1hi = _mm_loadu_ps(row1 + 2 * ow + 4);
+        const __m128 a = _mm_shuffle_ps(r0lo, r0hi, _MM_SHUFFLE(2, 0, 2, 0));
+        const __m128 b = _mm_shuffle_ps(r0lo, r0hi, _MM_SHUFFLE(3, 1, 3, 1));
+        const __m128 c = _mm_shuffle_ps(r1lo, r1hi, _MM_SHUFFLE(2, 0, 2, 0));
+        const __m128 d = _mm_shuffle_ps(r1lo, r1hi, _MM_SHUFFLE(3, 1, 3, 1));
+        const __m128i ia = _mm_add_epi32(_mm_set1_epi32(top + 2 * ow), step);
+        __m128 v = a;
+        __m128i best = ia;
+        const auto take = [&](__m128 x, __m128i ix) {
+          const __m128 m = _mm_or_ps(_mm_cmpgt_ps(x, v), _mm_cmpunord_ps(x, x));
+          v = _mm_or_ps(_mm_and_ps(m, x), _mm_andnot_ps(m, v));
+          const __m128i mi = _mm_castps_si128(m);
+          best = _mm_or_si128(_mm_and_si128(mi, ix), _mm_andnot_si128(mi, best));
+        };
+        take(b, _mm_add_epi32(ia, _mm_set1_epi32(1)));
+        take(c, _mm_add_epi32(ia, _mm_set1_epi32(s.w)));
+        take(d, _mm_add_epi32(ia, _mm_set1_epi32(s.w + 1)));
+        _mm_storeu_ps(out + ow, v);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(arg + ow), best);
+      }
+#endif
+      for (; ow < ow_n; ++ow) {
+        const float cand[4] = {row0[2 * ow], row0[2 * ow + 1], row1[2 * ow], row1[2 * ow + 1]};
+        const int at[4] = {top + 2 * ow, top + 2 * ow + 1, top + s.w + 2 * ow, top + s.w + 2 * ow + 1};
+        float v = cand[0];
+        int best = at[0];
+        for (int j = 1; j < 4; ++j)
+          if (cand[j] > v || std::isnan(cand[j])) v = cand[j], best = at[j];
+        out[ow] = v;
+        arg[ow] = best;
+      }
+    }
+  }
+}
+}  // namespace
+
 void CpuLayers::maxpool2d_forward(const PoolShape& s, const float* x, float* y, int32_t* argmax) {
+  // 2×2 windows that lie inside the input (out = ⌊(h − 2)/2⌋ + 1 never reads past it).
+  if (s.k == 2 && s.stride == 2) return maxpool2x2_forward(s, x, y, argmax);
   const int oh_n = s.out_h(), ow_n = s.out_w();
   for (size_t p = 0; p < size_t(s.batch) * s.c; ++p) {
     const float* in = x + p * s.h * s.w;

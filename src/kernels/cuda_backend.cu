@@ -112,9 +112,9 @@ class CudaBackend final : public Backend {
     check_launch();
   }
   LossResult softmax_xent(const float* logits, const int32_t* labels, int rows, int cols,
-                          float* dlogits, float grad_scale) override {
+                          float* dlogits, float grad_scale, float smoothing) override {
     ensure_row_scratch(rows);
-    cuda::softmax_xent(logits, labels, rows, cols, dlogits, grad_scale, row_loss_, row_hit_, stream());
+    cuda::softmax_xent(logits, labels, rows, cols, dlogits, grad_scale, smoothing, row_loss_, row_hit_, stream());
     check_launch();
     std::vector<float> loss(rows);
     std::vector<int> hit(rows);

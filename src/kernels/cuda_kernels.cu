@@ -34,7 +34,8 @@ __global__ void column_sum_kernel(const float* dy, float* db, int rows, int cols
 
 // One warp per row.
 __global__ void softmax_xent_kernel(const float* logits, const int32_t* labels, int rows, int cols,
-                                    float* dlogits, float grad_scale, float* row_loss, int* row_hit) {
+                                    float* dlogits, float grad_scale, float smoothing, float* row_loss,
+                                    int* row_hit) {
   const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (warp >= rows) return;
@@ -50,17 +51,25 @@ __global__ void softmax_xent_kernel(const float* logits, const int32_t* labels, 
   }
   zmax = __shfl_sync(0xffffffff, zmax, 0);
   arg = __shfl_sync(0xffffffff, arg, 0);
-  float sum = 0;
-  for (int c = lane; c < cols; c += 32) sum += expf(z[c] - zmax);
-  for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffff, sum, off);
+  float sum = 0, shifted = 0;  // Σ e^(z−zmax), Σ (z − zmax)
+  for (int c = lane; c < cols; c += 32) {
+    sum += expf(z[c] - zmax);
+    shifted += z[c] - zmax;
+  }
+  for (int off = 16; off > 0; off /= 2) {
+    sum += __shfl_down_sync(0xffffffff, sum, off);
+    shifted += __shfl_down_sync(0xffffffff, shifted, off);
+  }
   sum = __shfl_sync(0xffffffff, sum, 0);
   const int y = labels[warp];
+  const float spread = smoothing / cols;  // label smoothing: q = (1 − smoothing)·onehot + spread
   if (dlogits) {
     float* d = dlogits + size_t(warp) * cols;
-    for (int c = lane; c < cols; c += 32) d[c] = (expf(z[c] - zmax) / sum - (c == y ? 1.0f : 0.0f)) * grad_scale;
+    for (int c = lane; c < cols; c += 32)
+      d[c] = (expf(z[c] - zmax) / sum - (c == y ? 1.0f - smoothing : 0.0f) - spread) * grad_scale;
   }
   if (lane == 0) {
-    row_loss[warp] = logf(sum) - (z[y] - zmax);
+    row_loss[warp] = logf(sum) - (1.0f - smoothing) * (z[y] - zmax) - (smoothing != 0.0f ? spread * shifted : 0.0f);
     row_hit[warp] = arg == y;
   }
 }
@@ -113,11 +122,11 @@ void column_sum(const float* dy, float* db, int rows, int cols, cudaStream_t s) 
   if (cols) column_sum_kernel<<<(cols + kThreads - 1) / kThreads, kThreads, 0, s>>>(dy, db, rows, cols);
 }
 void softmax_xent(const float* logits, const int32_t* labels, int rows, int cols, float* dlogits,
-                  float grad_scale, float* row_loss, int* row_hit, cudaStream_t s) {
+                  float grad_scale, float smoothing, float* row_loss, int* row_hit, cudaStream_t s) {
   if (!rows) return;
   const int warps_per_block = kThreads / 32;
   softmax_xent_kernel<<<(rows + warps_per_block - 1) / warps_per_block, kThreads, 0, s>>>(
-      logits, labels, rows, cols, dlogits, grad_scale, row_loss, row_hit);
+      logits, labels, rows, cols, dlogits, grad_scale, smoothing, row_loss, row_hit);
 }
 void sgd_update(float* w, const float* g, float* v, size_t n, float lr, float momentum, float wd,
                 bool nesterov, cudaStream_t s) {

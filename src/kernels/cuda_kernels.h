@@ -22,7 +22,7 @@ void relu_backward(float* dy, const float* y, size_t n, cudaStream_t stream);
 void column_sum(const float* dy, float* db, int rows, int cols, cudaStream_t stream);
 // Per-row loss and hit written to row_loss[rows] and row_hit[rows] (device memory).
 void softmax_xent(const float* logits, const int32_t* labels, int rows, int cols, float* dlogits,
-                  float grad_scale, float* row_loss, int* row_hit, cudaStream_t stream);
+                  float grad_scale, float smoothing, float* row_loss, int* row_hit, cudaStream_t stream);
 void sgd_update(float* w, const float* g, float* v, size_t n, float lr, float momentum,
                 float weight_decay, bool nesterov, cudaStream_t stream);
 // AdamW with the step's scalars folded: decay = 1 − lr·wd, step_size = lr/bias1, bias2_root = √bias2.

@@ -139,7 +139,7 @@ void Norm::backward(const Pass& p) {
 }
 
 void Norm::init(float* host, std::mt19937_64& rng) const {
-  init_params(host + gamma_, channels_, {InitRule::kOne}, 1, rng);
+  init_params(host + gamma_, channels_, {zero_gamma_ ? InitRule::kZero : InitRule::kOne}, 1, rng);
   init_params(host + beta_, channels_, {InitRule::kZero}, 1, rng);
 }
 

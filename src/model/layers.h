@@ -106,9 +106,12 @@ class Add final : public Layer {
 // then beta [C] at `offset`.
 class Norm final : public Layer {
  public:
-  Norm(int x, int y, int channels, int plane, int groups, size_t offset, kernels::DeviceArray<float> stats)
+  // γ starts at 1, or at 0 when `zero_gamma` (the layer then outputs β: a residual branch that
+  // ends in it starts as the identity).
+  Norm(int x, int y, int channels, int plane, int groups, size_t offset, kernels::DeviceArray<float> stats,
+       bool zero_gamma = false)
       : x_(x), y_(y), channels_(channels), plane_(plane), groups_(groups), gamma_(offset), beta_(offset + channels),
-        stats_(std::move(stats)) {}
+        zero_gamma_(zero_gamma), stats_(std::move(stats)) {}
   void forward(const Pass& p) override;
   void backward(const Pass& p) override;
   void init(float* host, std::mt19937_64& rng) const override;
@@ -116,6 +119,7 @@ class Norm final : public Layer {
  private:
   int x_, y_, channels_, plane_, groups_;
   size_t gamma_, beta_;
+  bool zero_gamma_;
   kernels::DeviceArray<float> stats_;  // mean then rstd, one per normalised group
 };
 

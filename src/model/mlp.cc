@@ -97,7 +97,8 @@ BatchStats Mlp::forward(const float* host_x, const int32_t* host_y, int batch, b
   }
   float* delta = backward ? delta_a_.get() : nullptr;
   kernels::LossResult loss =
-      be.softmax_xent(acts_[layers].get(), labels_.get(), batch, dims_.back(), delta, 1.0f / batch);
+      be.softmax_xent(acts_[layers].get(), labels_.get(), batch, dims_.back(), delta, 1.0f / batch,
+                      backward ? label_smoothing_ : 0.0f);
   BatchStats stats{loss.loss_sum, loss.correct, batch};
   if (!backward) return stats;
 

@@ -46,6 +46,12 @@ class Model {
   virtual void upload_params(const std::vector<float>& host) = 0;
   virtual kernels::Backend& backend() = 0;
   virtual int max_rows() const = 0;  // the largest batch a pass takes
+  // Label smoothing of the training loss (optimizer.label_smoothing): train_batch fits
+  // (1 − s)·onehot + s/classes; evaluate always scores the plain label.
+  void set_label_smoothing(float s) { label_smoothing_ = s; }
+
+ protected:
+  float label_smoothing_ = 0;
 };
 
 // Host copies of a model's parameter buffer (`n` floats at `params`), for Model implementations;

@@ -52,7 +52,8 @@ BatchStats Network::run(const Batch& b, bool backward) {
   for (const auto& layer : layers_) layer->forward(pass);
   float* dlogits = backward ? pass.grad(logits_) : nullptr;
   const kernels::LossResult loss =
-      be.softmax_xent(pass.value(logits_), labels_.get(), predictions, classes_, dlogits, 1.0f / predictions);
+      be.softmax_xent(pass.value(logits_), labels_.get(), predictions, classes_, dlogits, 1.0f / predictions,
+                      backward ? label_smoothing_ : 0.0f);
   if (backward) {
     be.fill(grads_.get(), 0.0f, grads_.size());
     for (size_t id = 0; id < tensors_.size(); ++id) {
@@ -192,7 +193,7 @@ int NetworkBuilder::layer_norm(int x) {
   return y;
 }
 
-int NetworkBuilder::group_norm(int x, int groups) {
+int NetworkBuilder::group_norm(int x, int groups, bool zero_gamma) {
   const std::vector<int> shape = tensor(x).shape;
   need(shape.size() == 3, "group_norm needs a [C][H][W] input");
   need(groups > 0 && shape[0] % groups == 0,
@@ -200,7 +201,8 @@ int NetworkBuilder::group_norm(int x, int groups) {
   const int y = add_tensor(shape);
   const size_t offset = add_params(2 * size_t(shape[0]));
   kernels::DeviceArray<float> stats(*net_->backend_, 2 * size_t(max_batch()) * groups);
-  net_->layers_.push_back(std::make_unique<Norm>(x, y, shape[0], shape[1] * shape[2], groups, offset, std::move(stats)));
+  net_->layers_.push_back(
+      std::make_unique<Norm>(x, y, shape[0], shape[1] * shape[2], groups, offset, std::move(stats), zero_gamma));
   return y;
 }
 

@@ -115,7 +115,7 @@ class NetworkBuilder {
   int gelu(int x);
   int add(int a, int b);
   int layer_norm(int x);
-  int group_norm(int x, int groups);
+  int group_norm(int x, int groups, bool zero_gamma = false);  // γ starts at 0 when zero_gamma
   // Token + learned position embeddings of the token input, normal(0, std) initialised.
   int embedding(int vocab, int dim, float std);
   int attention(int qkv, int heads);

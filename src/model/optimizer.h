@@ -28,6 +28,7 @@ struct OptimizerConfig {
   double beta2 = 0.999;       // AdamW: second-moment decay
   double eps = 1e-8;          // AdamW: added to the root of the second moment
   double clip_norm = 0;       // > 0: gradients are scaled so that their global L2 norm is at most this
+  double label_smoothing = 0;  // the training loss's target: (1 − s)·onehot + s/classes (Model::set_label_smoothing)
 };
 
 class Optimizer {

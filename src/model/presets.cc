@@ -21,13 +21,15 @@ std::unique_ptr<Network> lenet(kernels::Backend& backend, const InputShape& in, 
   return b.build(b.linear(x, in.classes));
 }
 
-int conv_norm(NetworkBuilder& b, int x, int channels, int stride, int groups) {
-  return b.group_norm(b.conv2d(x, channels, 3, stride, 1), groups);
+int conv_norm(NetworkBuilder& b, int x, int channels, int stride, int groups, bool zero_gamma = false) {
+  return b.group_norm(b.conv2d(x, channels, 3, stride, 1), groups, zero_gamma);
 }
 
-// Two 3×3 convolutions with GroupNorm and a skip connection around them.
-int residual_block(NetworkBuilder& b, int x, int channels, int groups) {
-  const int h = conv_norm(b, b.relu(conv_norm(b, x, channels, 1, groups)), channels, 1, groups);
+// Two 3×3 convolutions with GroupNorm and a skip connection around them. With `zero_init` the
+// second GroupNorm's γ starts at 0, so the block starts as the identity (Goyal et al. 2017; Wu &
+// He's GroupNorm paper initialises its residual nets the same way).
+int residual_block(NetworkBuilder& b, int x, int channels, int groups, bool zero_init) {
+  const int h = conv_norm(b, b.relu(conv_norm(b, x, channels, 1, groups)), channels, 1, groups, zero_init);
   return b.relu(b.add(x, h));
 }
 
@@ -46,7 +48,8 @@ std::unique_ptr<Network> resnet(kernels::Backend& backend, const ModelConfig& c,
   for (int stage = 0; stage < 3; ++stage) {
     const int channels = c.width << stage;
     if (stage > 0) x = b.relu(conv_norm(b, x, channels, 2, c.groups));
-    for (int block = 0; block < c.blocks; ++block) x = residual_block(b, x, channels, c.groups);
+    for (int block = 0; block < c.blocks; ++block)
+      x = residual_block(b, x, channels, c.groups, c.zero_init_residual);
   }
   return b.build(b.linear(b.global_avgpool(x), in.classes));
 }

@@ -20,6 +20,7 @@ struct ModelConfig {
   int width = 32;                        // cnn resnet: channels of the first stage (then 2×, 4×)
   int groups = 8;                        // cnn resnet: GroupNorm groups (must divide width)
   int blocks = 1;                        // cnn resnet: residual blocks per stage
+  bool zero_init_residual = false;       // cnn resnet: each block's last GroupNorm starts at γ = 0
   int layers = 4;                        // gpt: transformer blocks
   int heads = 4;                         // gpt: attention heads (must divide dim)
   int dim = 128;                         // gpt: model width

@@ -61,7 +61,7 @@ void read_widths(MapReader& m, std::vector<int>& out) {
   }
 }
 
-// model: {kind: mlp, hidden: [..]} | {kind: cnn, net: lenet | resnet, width, groups, blocks}
+// model: {kind: mlp, hidden: [..]} | {kind: cnn, net: lenet | resnet, width, groups, blocks, zero_init_residual}
 //      | {kind: gpt, layers, heads, dim, context}; a field of another kind is an error.
 void parse_model(MapReader& top, model::ModelConfig& c) {
   MapReader m(top.get("model"), top.file(), "model");
@@ -78,6 +78,8 @@ void parse_model(MapReader& top, model::ModelConfig& c) {
   if (only("width", model::ModelKind::kCnn, "cnn")) m.read_number("width", c.width, 1, 4096);
   if (only("groups", model::ModelKind::kCnn, "cnn")) m.read_number("groups", c.groups, 1, 4096);
   if (only("blocks", model::ModelKind::kCnn, "cnn")) m.read_number("blocks", c.blocks, 1, 64);
+  if (only("zero_init_residual", model::ModelKind::kCnn, "cnn"))
+    m.read("zero_init_residual", c.zero_init_residual, "true or false");
   if (c.net == model::CnnNet::kResNet && c.width % c.groups)
     m.fail(m.has("groups") ? m.get("groups") : m.get("net"), "groups (" + std::to_string(c.groups) +
                                                                  ") must divide width (" + std::to_string(c.width) + ")",
@@ -108,6 +110,7 @@ void parse_train(MapReader& top, RunConfig& cfg) {
   o.read_number("beta2", t.optimizer.beta2, 0, 0.9999999);
   o.read_number("eps", t.optimizer.eps, 1e-30, 1);
   o.read_number("clip_norm", t.optimizer.clip_norm, 0, 1e30);
+  o.read_number("label_smoothing", t.optimizer.label_smoothing, 0, 0.999);
   o.read_number("batch", t.batch, 1, 1 << 16);
   o.read_number("epochs", t.epochs, 0, 1e6);
   o.read_number("steps", t.steps, 0, 1e12);

@@ -47,6 +47,7 @@ Trainer::Trainer(const RunConfig& config, int rank, int n, StepHook* hook)
   eval_rows_ = eval_rows(config.train.model, batch);
   model_ = model::make_model(config.train.model, *backend_, source_->input_shape(), std::max(batch, eval_rows_));
   model_->init(config.init == Init::kPerRank ? config.seed + 1000003ull * (rank + 1) : config.seed);
+  model_->set_label_smoothing(static_cast<float>(config.train.optimizer.label_smoothing));
   optimizer_ = model::make_optimizer(*model_, config.train.optimizer);
 }
 

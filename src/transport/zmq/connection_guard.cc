@@ -3,12 +3,14 @@
 #include <sys/socket.h>
 
 #include <cstring>
+#include <sstream>
 #include <vector>
 
 namespace gossip::peer {
 
-ConnectionGuard::ConnectionGuard(zmq::context_t& context, zmq::socket_t& router, size_t max_unverified)
-    : router_(&router), monitor_(context, zmq::socket_type::pair), max_unverified_(max_unverified) {
+ConnectionGuard::ConnectionGuard(zmq::context_t& context, zmq::socket_t& router, size_t max_unverified,
+                                 Clock::duration idle)
+    : router_(&router), monitor_(context, zmq::socket_type::pair), max_unverified_(max_unverified), idle_(idle) {
   const std::string address = "inproc://gossip-connections-" + std::to_string(reinterpret_cast<uintptr_t>(this));
   if (zmq_socket_monitor(router.handle(), address.c_str(),
                          ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED) != 0)
@@ -23,6 +25,10 @@ ConnectionGuard::ConnectionGuard(zmq::context_t& context, zmq::socket_t& router,
 ConnectionGuard::~ConnectionGuard() { zmq_socket_monitor(router_->handle(), nullptr, 0); }
 
 void ConnectionGuard::verified(int fd) {
+  // ZeroMQ queues a connection's "accepted" event before any of its messages can be read, but a
+  // message may be read before that event is: read the events first, or this connection would be
+  // entered as unverified after its message had been seen, and closed as idle when no other follows.
+  drain_events(Clock::now());
   auto it = open_.find(fd);
   if (it != open_.end()) it->second.verified = true;
 }
@@ -35,8 +41,8 @@ void ConnectionGuard::refuse(int fd, const std::string& why, DropLog& drops, con
   drops.refused(prefix, "closed a connection: " + why, now);
 }
 
-void ConnectionGuard::read_events(DropLog& drops, const std::string& prefix, Clock::time_point now) {
-  // Every queued event first, so a descriptor closed and reused meanwhile is seen in its last state.
+// Every queued event in order, so a descriptor closed and reused meanwhile is seen in its last state.
+void ConnectionGuard::drain_events(Clock::time_point now) {
   for (;;) {
     zmq::message_t event, address;
     if (!monitor_.recv(event, zmq::recv_flags::dontwait)) break;
@@ -51,14 +57,20 @@ void ConnectionGuard::read_events(DropLog& drops, const std::string& prefix, Clo
     else
       open_.erase(value);
   }
+}
+
+void ConnectionGuard::read_events(DropLog& drops, const std::string& prefix, Clock::time_point now) {
+  drain_events(now);
   std::vector<int> idle;
   std::multimap<Clock::time_point, int> by_age;
   for (const auto& [fd, c] : open_) {
     if (c.verified) continue;
-    if (now - c.accepted > kIdle) idle.push_back(fd);
+    if (now - c.accepted > idle_) idle.push_back(fd);
     else by_age.emplace(c.accepted, fd);
   }
-  for (int fd : idle) refuse(fd, "no valid message in " + std::to_string(kIdle.count()) + " s", drops, prefix, now);
+  std::ostringstream idle_s;
+  idle_s << std::chrono::duration<double>(idle_).count();  // "60", "1.5"
+  for (int fd : idle) refuse(fd, "no valid message in " + idle_s.str() + " s", drops, prefix, now);
   size_t over = by_age.size() > max_unverified_ ? by_age.size() - max_unverified_ : 0;
   for (auto it = by_age.rbegin(); over > 0 && it != by_age.rend(); ++it, --over)
     refuse(it->second, std::to_string(max_unverified_) + " connections that sent no valid message yet are open already",

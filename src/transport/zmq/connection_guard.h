@@ -4,7 +4,7 @@
 // guard reads the socket's monitor events (accepted / disconnected, with the file descriptor): a
 // connection counts as unverified until a valid message arrives on it; past `max_unverified`
 // the newest is shut down (ZeroMQ then closes it) and counted, and an unverified one idle for
-// kIdle is closed too. Comm thread only.
+// `idle` is closed too. Comm thread only.
 #pragma once
 
 #include <chrono>
@@ -21,10 +21,8 @@ namespace gossip::peer {
 class ConnectionGuard {
  public:
   using Clock = std::chrono::steady_clock;
-  static constexpr std::chrono::seconds kIdle{60};
-
   // Monitors `router` (which must outlive the guard) through an inproc PAIR socket.
-  ConnectionGuard(zmq::context_t& context, zmq::socket_t& router, size_t max_unverified);
+  ConnectionGuard(zmq::context_t& context, zmq::socket_t& router, size_t max_unverified, Clock::duration idle);
   ~ConnectionGuard();
   ConnectionGuard(const ConnectionGuard&) = delete;
   ConnectionGuard& operator=(const ConnectionGuard&) = delete;
@@ -37,11 +35,13 @@ class ConnectionGuard {
   uint64_t refused() const { return refused_; }
 
  private:
+  void drain_events(Clock::time_point now);  // enters the queued accepted / closed events
   void refuse(int fd, const std::string& why, DropLog& drops, const std::string& prefix, Clock::time_point now);
 
   zmq::socket_t* router_;  // owned by the comm thread's loop, outlives the guard
   zmq::socket_t monitor_;
   size_t max_unverified_;
+  Clock::duration idle_;
   struct Connection {
     Clock::time_point accepted;
     bool verified = false;

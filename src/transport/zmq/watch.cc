@@ -98,9 +98,15 @@ void ZmqTransport::watch_members(Clock::time_point now) {
     queue_heartbeat(id, 2);
   }
   // Every member is linked, not only those heartbeated: a view change talks to all of them, and
-  // making 63 connections in each of 64 peers only then took ~2 s of the change on 2 cores.
-  for (int id : members)
-    if (id != rank() && !suspected_[id]) connect(links_[id], id);
+  // making 63 connections in each of 64 peers only then took ~2 s of the change on 2 cores. A new
+  // link starts with one beat: a connection that carries nothing would count as unverified on the
+  // other end, whose ConnectionGuard closes it after unverified_idle_s, and ZeroMQ would dial
+  // again, every minute (seen on the exponential graph, where most links carry no heartbeats).
+  for (int id : members) {
+    if (id == rank() || suspected_[id]) continue;
+    const bool linked = links_[id].dealer.has_value();
+    if (connect(links_[id], id) && !linked) queue_heartbeat(id, 2);
+  }
   for (int id : sets.watch) {
     if (suspected_[id]) continue;
     // A member watched only because a change runs is timed from when that change was seen.

@@ -264,7 +264,9 @@ void ZmqTransport::comm_main(std::promise<std::string> bound) {
     announced = true;
     std::optional<ConnectionGuard> guard;
     if (!curve && options_.max_unverified_connections > 0)
-      guard.emplace(context_, router, options_.max_unverified_connections);
+      guard.emplace(context_, router, options_.max_unverified_connections,
+                    std::chrono::duration_cast<ConnectionGuard::Clock::duration>(
+                        std::chrono::duration<double>(options_.unverified_idle_s)));
     guard_ = guard ? &*guard : nullptr;
     comm_loop(router, zap ? &*zap : nullptr);
     guard_ = nullptr;

@@ -40,6 +40,7 @@ struct ZmqTransportOptions {
   // Without CurveZMQ: connections that have not sent a valid message yet beyond this many are
   // closed (ConnectionGuard); 0 = no cap. With CurveZMQ the ZAP handler refuses strangers.
   size_t max_unverified_connections = 256;
+  double unverified_idle_s = 60;  // and one that has sent nothing valid for this long is closed too
   // Single-copy transfers (algorithm.single_copy, see LentRef in wire_format.h): vector chunks are
   // lent to neighbours, which copy them out of this process's memory; and chunks lent to this
   // peer are copied (off: refused, and the sender sends them again over the socket).
