@@ -25,11 +25,15 @@ ConnectionGuard::ConnectionGuard(zmq::context_t& context, zmq::socket_t& router,
 ConnectionGuard::~ConnectionGuard() { zmq_socket_monitor(router_->handle(), nullptr, 0); }
 
 void ConnectionGuard::verified(int fd) {
-  // ZeroMQ queues a connection's "accepted" event before any of its messages can be read, but a
-  // message may be read before that event is: read the events first, or this connection would be
-  // entered as unverified after its message had been seen, and closed as idle when no other follows.
-  drain_events(Clock::now());
   auto it = open_.find(fd);
+  if (it == open_.end()) {
+    // ZeroMQ queues a connection's "accepted" event before any of its messages can be read, but a
+    // message may be read before that event is: read the events now, or this connection would be
+    // entered as unverified after its message had been seen, and closed as idle when no other
+    // follows. (Only then: a known connection costs no read of the monitor socket per message.)
+    drain_events(Clock::now());
+    it = open_.find(fd);
+  }
   if (it != open_.end()) it->second.verified = true;
 }
 
