@@ -135,6 +135,53 @@ TEST(PeerProcesses, ChocoTrainsWithEveryCompressorSendingAFractionOfGossip) {
   }
 }
 
+// An MLP 32-8192-4 (303,108 floats, 1.21 MB): one model more or less shows in sent_MB.
+std::string wide(std::string yaml) {
+  yaml.replace(yaml.find("hidden: [32]"), 12, "hidden: [8192]");
+  return yaml;
+}
+constexpr double kWideMB = 303108 * 4 / 1e6;
+
+// Each peer's sent_MB on its last progress line and on its final line.
+std::map<int, std::pair<double, double>> sent_at_end(const std::string& out) {
+  std::map<int, std::pair<double, double>> m;
+  std::regex step(R"(\[peer (\d+)\] step .* sent_MB ([0-9.]+))"), final(R"(\[peer (\d+)\] final: .* sent_MB ([0-9.]+))");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), step); it != std::sregex_iterator(); ++it)
+    m[std::stoi((*it)[1])].first = std::stod((*it)[2]);
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), final); it != std::sregex_iterator(); ++it)
+    m[std::stoi((*it)[1])].second = std::stod((*it)[2]);
+  return m;
+}
+
+// CHOCO from one initial model (init: same) starts its public copies there instead of sending
+// the values uncompressed in its first round: with a model per peer (init: per_rank) each peer
+// sends about one model per neighbour more.
+TEST(PeerProcesses, ChocoFromOneInitialModelSkipsTheUncompressedRound) {
+  TempDir dir;
+  const std::string choco = "{kind: choco, compressor: sign, consensus_step: 0.2}";
+  const auto same = launch(dir, wide(config(4, "ring", choco, "init: same\n")));
+  const auto own = launch(dir, wide(config(4, "ring", choco, "init: per_rank\n")));
+  ASSERT_EQ(same.exit_code, 0) << same.output;
+  ASSERT_EQ(own.exit_code, 0) << own.output;
+  const double extra = sent(own) - sent(same);
+  EXPECT_GT(extra, 0.8 * 2 * kWideMB) << same.output << own.output;
+  EXPECT_LT(extra, 1.2 * 2 * kWideMB) << same.output << own.output;
+}
+
+// The last progress line's Ξ averages the models at the last step; the run's end takes that
+// average instead of all-reducing the same models again (2·3/4 of a model per peer).
+TEST(PeerProcesses, TheFinalAverageIsTheLastProgressLinesMeasurement) {
+  TempDir dir;
+  const auto r = launch(dir, wide(config(4, "ring", "gossip")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;  // the launcher also checks that all end with one model
+  const auto sent = sent_at_end(r.output);
+  ASSERT_EQ(sent.size(), 4u) << r.output;
+  for (auto [peer, mb] : sent) {
+    EXPECT_GT(mb.first, 10 * kWideMB) << "peer " << peer << "\n" << r.output;
+    EXPECT_LT(mb.second - mb.first, 0.25 * kWideMB) << "peer " << peer << "\n" << r.output;
+  }
+}
+
 // Gradient tracking: the tracker is gossiped beside the model (twice gossip's bytes) and the run
 // trains to one model.
 TEST(PeerProcesses, GradientTrackingTrainsSendingTwiceGossipsBytes) {

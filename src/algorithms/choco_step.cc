@@ -31,6 +31,13 @@ void ChocoStep::reset() {
   dense_ = true;
 }
 
+void ChocoStep::start_from(const float* x) {
+  // s = Σ_j W_ij·x̂_j = x: the rows of W sum to 1 and every x̂_j is x.
+  std::copy(x, x + floats_, hat_.begin());
+  std::copy(x, x + floats_, mix_.begin());
+  dense_ = false;
+}
+
 // q_i = Q(x − x̂) span by span (uncompressed after a reset), sent as soon as it is ready; x̂ and
 // s take q_i as every receiver will.
 void ChocoStep::send_own(const topology::Neighbours& nb, uint64_t round, const float* x, SendGuard& guard) {

@@ -10,7 +10,9 @@
 //
 // The copies start at 0 and the first round after reset() sends the values themselves (f32, no
 // compression), so every x̂ is exact from there; the hook resets at a view change (the graph
-// changes with n), a rejoin and a join, on every member at the same round. Needs a static graph.
+// changes with n), a rejoin and a join, on every member at the same round. When every peer
+// holds the very same model (a run's start with `init: same`), start_from() sets the copies to
+// it instead and that round is compressed too. Needs a static graph.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,9 @@ class ChocoStep {
   // Forgets every public copy (x̂ = s = 0); the next round sends uncompressed values.
   void reset();
   bool dense_next() const { return dense_; }
+  // x̂ = s = x, the next round compressed. Every peer must call it with the same x, at the same
+  // round (the caller checks that they hold the same model).
+  void start_from(const float* x);
   // x̂, s, then 1 when the next round is uncompressed (2·floats + 1 values) for checkpoints.
   std::vector<float> save_state() const;
   void restore_state(const std::vector<float>& state, const std::string& who);

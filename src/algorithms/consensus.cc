@@ -27,4 +27,16 @@ int64_t agree_min(RingAllReduce& allreduce, int peers, int rank, int64_t value) 
   return m;
 }
 
+bool all_equal(RingAllReduce& allreduce, int peers, int rank, uint32_t value) {
+  // Each peer fills its own two slots with the 16-bit halves (exact in a float); the sum then
+  // holds every peer's value.
+  std::vector<float> v(2 * size_t(peers), 0.0f);
+  v[2 * size_t(rank)] = static_cast<float>(value >> 16);
+  v[2 * size_t(rank) + 1] = static_cast<float>(value & 0xffffu);
+  allreduce.sum(v.data(), v.size());
+  for (int p = 1; p < peers; ++p)
+    if (v[2 * size_t(p)] != v[0] || v[2 * size_t(p) + 1] != v[1]) return false;
+  return true;
+}
+
 }  // namespace gossip::peer

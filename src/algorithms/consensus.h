@@ -1,6 +1,6 @@
 // Collectives over the ring all-reduce that measure or agree rather than mix: the consensus
-// distance Ξ = (1/n)·Σ‖x_i − x̄‖² and the smallest of every peer's value. Every peer must call
-// them at the same point.
+// distance Ξ = (1/n)·Σ‖x_i − x̄‖², the smallest of every peer's value and whether every peer holds
+// the same value. Every peer must call them at the same point.
 #pragma once
 
 #include <cstddef>
@@ -23,5 +23,9 @@ Consensus consensus_distance(RingAllReduce& allreduce, int peers, const float* x
 // The smallest of every peer's `value` (−1 ≤ value < 2^24, exact in a float), e.g. the newest
 // checkpoint step every peer has.
 int64_t agree_min(RingAllReduce& allreduce, int peers, int rank, int64_t value);
+
+// Whether every peer passed the same `value` (e.g. a checksum of its model); the same answer on
+// every peer. Sends 2·peers floats through the all-reduce.
+bool all_equal(RingAllReduce& allreduce, int peers, int rank, uint32_t value);
 
 }  // namespace gossip::peer

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "membership/membership.h"
+#include "wire/wire_format.h"
 
 namespace gossip::peer {
 
@@ -47,12 +48,24 @@ void DecentralizedHook::store_params(model::Model& model) {
   if (!model.backend().is_host()) model.backend().upload(model.params(), host_.data(), floats_ * sizeof(float));
 }
 
-void DecentralizedHook::before_step(int64_t, model::Model& model) {
+void DecentralizedHook::before_step(int64_t step, model::Model& model) {
   if (push_sum_ && !push_sum_started_) {
     push_sum_->init(host_params(model));
     push_sum_started_ = true;
   }
   if (diloco_ && !diloco_->started()) diloco_->start(host_params(model), true);
+  if (choco_ && choco_->dense_next() && step >= resume_round_) start_choco_from_common_model(step, model);
+}
+
+// Compared by CRC32C: every peer sees the same all-reduced checksums, so all decide alike (two
+// different models pass for one only on a CRC collision, 2⁻³²). At a run's start with `init:
+// same` this saves the uncompressed round (one model per neighbour).
+void DecentralizedHook::start_choco_from_common_model(int64_t step, model::Model& model) {
+  const float* x = host_params(model);
+  const uint32_t crc = crc32c(x, floats_ * sizeof(float));
+  bool same = false;
+  guarded(step, model, [&] { same = all_equal(allreduce_, t_->size(), t_->rank(), crc); });
+  if (same && choco_->dense_next()) choco_->start_from(x);
 }
 
 void DecentralizedHook::before_update(int64_t step, model::Model& model) {
@@ -185,6 +198,7 @@ void DecentralizedHook::change_view(int64_t round, model::Model& model) {
   }
   resume_round_ = std::max(resume_round_, change->resume_round);
   reshard_ = true;
+  final_mean_ready_ = false;
   allreduce_ = RingAllReduce(*t_, static_cast<size_t>(algo_.chunk_bytes) / sizeof(float), algo_.timeout_s);
   float* x = host_params(model);
   if (push_sum_ && push_sum_started_) {
@@ -227,6 +241,7 @@ void DecentralizedHook::rejoin(const std::string& why, model::Model& model) {
   resume_round_ = w.round;
   rejoined_at_ = w.round;
   reshard_ = true;
+  final_mean_ready_ = false;
   if (control_) {
     control_->set_view(w.id, t_->rank(), t_->size(), w.view.epoch);
     publish_members();
@@ -271,6 +286,8 @@ std::string DecentralizedHook::log_extra(int64_t step, model::Model& model) {
   }
   Consensus c;
   if (!guarded(step + 1, model, [&] { c = consensus(host_params(model)); })) return " (membership changed)";
+  // Push-sum's final average is of (x·w, w), not of the de-biased x measured here.
+  final_mean_ready_ = step + 1 == total_steps_ && !push_sum_;
   const TransportStats s = t_->stats();
   std::ostringstream out;
   out << std::scientific << std::setprecision(3) << " consensus " << c.distance << " rel " << c.relative()
@@ -321,7 +338,10 @@ bool DecentralizedHook::finish(model::Model& model) {
     const bool done = guarded(total_steps_, model, [&] {
       float* x = host_params(model);
       if (push_sum_) push_sum_->drain(x);
-      global_average(x);
+      if (final_mean_ready_)  // the last progress line's Ξ averaged this very model
+        std::copy(scratch_.begin(), scratch_.end(), x);
+      else
+        global_average(x);
       store_params(model);
     });
     if (done) break;

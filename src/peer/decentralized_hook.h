@@ -70,6 +70,9 @@ class DecentralizedHook final : public StepHook {
   void log_consensus(int64_t step, const Consensus& c);
   void publish_members();  // "consensus step S xi Ξ rel Ξ/‖x̄‖²"
   void mix(int64_t step, model::Model& model);
+  // Before CHOCO's uncompressed round: when every peer holds the very same model, the public
+  // copies start there instead and the round is compressed.
+  void start_choco_from_common_model(int64_t step, model::Model& model);
   // DiLoCo after every inner_steps-th step: average the pseudo-gradients, take the outer step.
   void outer_step(int64_t step, float* x);
   // Runs a view change (`round`: the next round this peer would communicate in) and adapts the
@@ -109,6 +112,9 @@ class DecentralizedHook final : public StepHook {
   std::vector<float> host_out_;  // gossip output for device backends
   kernels::DeviceArray<float> spare_;  // host backends: the buffer a gossip step mixes into
   std::vector<float> scratch_;  // x̄ for the consensus distance
+  // The last progress line measured Ξ at the last step, so scratch_ holds the final average
+  // (valid until a view change): finish() takes it instead of averaging again.
+  bool final_mean_ready_ = false;
 };
 
 }  // namespace gossip::peer
