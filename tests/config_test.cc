@@ -174,6 +174,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"model: {kind: gpt, blocks: 2}\n", "is for kind cnn models"},
         BadCase{"model: {kind: mlp, zero_init_residual: true}\n", "is for kind cnn models"},
         BadCase{"model: {kind: cnn, net: resnet, zero_init_residual: 2}\n", "true or false"},
+        BadCase{"model: {kind: gpt, weight_standardization: true}\n", "is for kind cnn models"},
+        BadCase{"model: {kind: cnn, net: resnet, weight_standardization: yes please}\n", "true or false"},
         BadCase{"model: {kind: gpt, heads: 3}\ndata: {dataset: text}\n", "3 heads do not divide dim 128"},
         BadCase{"model: {kind: gpt}\n", "model kind gpt reads text"},
         BadCase{"data: {dataset: text}\n", "dataset text needs a language model"},
@@ -205,6 +207,9 @@ TEST(Config, ModelPresetsAndTextData) {
   EXPECT_FALSE(cnn.train.model.zero_init_residual);
   EXPECT_TRUE(parse_config("model: {kind: cnn, net: resnet, zero_init_residual: true}\n", "t.yaml")
                   .train.model.zero_init_residual);
+  EXPECT_FALSE(cnn.train.model.weight_standardization);
+  EXPECT_TRUE(parse_config("model: {kind: cnn, net: resnet, weight_standardization: true}\n", "t.yaml")
+                  .train.model.weight_standardization);
   EXPECT_EQ(parse_config("seed: 1\n", "t.yaml").train.model.kind, model::ModelKind::kMlp);
 }
 

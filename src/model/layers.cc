@@ -55,21 +55,49 @@ void Linear::init(float* host, std::mt19937_64& rng) const {
   }
 }
 
+WeightStandardization::WeightStandardization(kernels::Backend& backend, int rows, int fan_in)
+    : w_hat(backend, size_t(rows) * fan_in),
+      d_w_hat(backend, size_t(rows) * fan_in),
+      stats(backend, 2 * size_t(rows)),
+      ones(backend, fan_in),
+      zeros(backend, fan_in),
+      unused(backend, 2 * size_t(fan_in)) {
+  backend.fill(ones.get(), 1.0f, ones.size());
+  backend.fill(zeros.get(), 0.0f, zeros.size());
+}
+
 void Conv2d::forward(const Pass& p) {
   const auto s = at_batch(shape_, p.batch);
-  p.k.conv2d_forward(s, p.value(x_), p.params + w_, p.params + b_, p.value(y_), workspace_.get());
+  const float* w = p.params + w_;
+  if (ws_) {
+    float* mean = ws_->stats.get();
+    p.k.layernorm_forward(w, ws_->ones.get(), ws_->zeros.get(), ws_->w_hat.get(), mean, mean + shape_.out_c,
+                          shape_.out_c, fan_in());
+    w = ws_->w_hat.get();
+  }
+  p.k.conv2d_forward(s, p.value(x_), w, p.params + b_, p.value(y_), workspace_.get());
 }
 
 void Conv2d::backward(const Pass& p) {
   const auto s = at_batch(shape_, p.batch);
-  p.k.conv2d_backward(s, p.value(x_), p.params + w_, p.grad(y_), p.grad(x_), p.grads + w_, p.grads + b_,
+  if (!ws_) {
+    p.k.conv2d_backward(s, p.value(x_), p.params + w_, p.grad(y_), p.grad(x_), p.grads + w_, p.grads + b_,
+                        workspace_.get());
+    return;
+  }
+  // The convolution's gradient with respect to ŵ, then through the standardisation into w's.
+  p.backend.fill(ws_->d_w_hat.get(), 0.0f, ws_->d_w_hat.size());
+  p.backend.fill(ws_->unused.get(), 0.0f, ws_->unused.size());
+  p.k.conv2d_backward(s, p.value(x_), ws_->w_hat.get(), p.grad(y_), p.grad(x_), ws_->d_w_hat.get(), p.grads + b_,
                       workspace_.get());
+  const float* mean = ws_->stats.get();
+  p.k.layernorm_backward(p.params + w_, ws_->ones.get(), mean, mean + shape_.out_c, ws_->d_w_hat.get(),
+                         p.grads + w_, ws_->unused.get(), ws_->unused.get() + fan_in(), shape_.out_c, fan_in());
 }
 
 void Conv2d::init(float* host, std::mt19937_64& rng) const {
-  const int fan_in = shape_.in_c * shape_.k * shape_.k;
-  init_params(host + w_, size_t(shape_.out_c) * fan_in, {InitRule::kKaimingUniform}, fan_in, rng);
-  init_params(host + b_, shape_.out_c, {InitRule::kZero}, fan_in, rng);
+  init_params(host + w_, size_t(shape_.out_c) * fan_in(), {InitRule::kKaimingUniform}, fan_in(), rng);
+  init_params(host + b_, shape_.out_c, {InitRule::kZero}, fan_in(), rng);
 }
 
 void MaxPool2d::forward(const Pass& p) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "model/network.h"
 
@@ -38,21 +39,37 @@ class Linear final : public Layer {
   bool kaiming_bias_;
 };
 
+// Weight standardisation (Qiao et al. 2019, for convolutions followed by GroupNorm): the
+// convolution computes with each output channel's weights standardised over its fan-in,
+// ŵ = (w − mean)/√(var + ε) — a LayerNorm over the rows of w with γ = 1 and β = 0, whose kernels
+// it uses — and the gradient goes back through the standardisation. The parameters stay w.
+struct WeightStandardization {
+  WeightStandardization(kernels::Backend& backend, int rows, int fan_in);
+  kernels::DeviceArray<float> w_hat, d_w_hat;  // [out_c][fan_in]
+  kernels::DeviceArray<float> stats;           // mean then rstd, one per output channel
+  kernels::DeviceArray<float> ones, zeros;     // γ and β, [fan_in]
+  kernels::DeviceArray<float> unused;          // the LayerNorm's dγ and dβ, [2·fan_in]
+};
+
 class Conv2d final : public Layer {
  public:
   // weight [out_c][in_c][k][k] then bias [out_c] at `offset`; `shape.batch` is set per pass.
-  Conv2d(int x, int y, kernels::ConvShape shape, size_t offset, kernels::DeviceArray<float> workspace)
+  // `standardize` (may be null): weight standardisation.
+  Conv2d(int x, int y, kernels::ConvShape shape, size_t offset, kernels::DeviceArray<float> workspace,
+         std::unique_ptr<WeightStandardization> standardize = nullptr)
       : x_(x), y_(y), shape_(shape), w_(offset), b_(offset + size_t(shape.out_c) * shape.in_c * shape.k * shape.k),
-        workspace_(std::move(workspace)) {}
+        workspace_(std::move(workspace)), ws_(std::move(standardize)) {}
   void forward(const Pass& p) override;
   void backward(const Pass& p) override;
   void init(float* host, std::mt19937_64& rng) const override;
 
  private:
+  int fan_in() const { return shape_.in_c * shape_.k * shape_.k; }
   int x_, y_;
   kernels::ConvShape shape_;
   size_t w_, b_;
   kernels::DeviceArray<float> workspace_;
+  std::unique_ptr<WeightStandardization> ws_;
 };
 
 class MaxPool2d final : public Layer {

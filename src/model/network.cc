@@ -122,17 +122,19 @@ int NetworkBuilder::linear(int x, int out, InitRule weight, bool kaiming_bias) {
   return y;
 }
 
-int NetworkBuilder::conv2d(int x, int out_c, int k, int stride, int pad) {
+int NetworkBuilder::conv2d(int x, int out_c, int k, int stride, int pad, bool standardize) {
   const std::vector<int> in = tensor(x).shape;
   need(in.size() == 3, "conv2d needs a [C][H][W] input");
   kernels::ConvShape s{max_batch(), in[0], in[1], in[2], out_c, k, stride, pad};
   need(k > 0 && stride > 0 && pad >= 0 && s.out_h() > 0 && s.out_w() > 0,
        "conv2d " + std::to_string(k) + "x" + std::to_string(k) + " does not fit a " + std::to_string(in[1]) + "x" +
            std::to_string(in[2]) + " input");
+  need(!standardize || in[0] * k * k > 1, "conv2d: weight standardisation needs a fan-in above 1");
   const int y = add_tensor({out_c, s.out_h(), s.out_w()});
   const size_t offset = add_params(size_t(out_c) * in[0] * k * k + out_c);
   kernels::DeviceArray<float> workspace(*net_->backend_, net_->kernels_->conv2d_workspace(s));
-  net_->layers_.push_back(std::make_unique<Conv2d>(x, y, s, offset, std::move(workspace)));
+  auto ws = standardize ? std::make_unique<WeightStandardization>(*net_->backend_, out_c, in[0] * k * k) : nullptr;
+  net_->layers_.push_back(std::make_unique<Conv2d>(x, y, s, offset, std::move(workspace), std::move(ws)));
   return y;
 }
 

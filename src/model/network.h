@@ -107,7 +107,8 @@ class NetworkBuilder {
   int token_input(int context);          // int rows of `context` bytes
   // Over the last axis of x; bias_init applies to the bias (kZero or PyTorch's uniform).
   int linear(int x, int out, InitRule weight = {}, bool kaiming_bias = false);
-  int conv2d(int x, int out_c, int k, int stride, int pad);
+  // `standardize`: weight standardisation (layers.h), for a convolution that a GroupNorm follows.
+  int conv2d(int x, int out_c, int k, int stride, int pad, bool standardize = false);
   int maxpool2d(int x, int k, int stride);
   int global_avgpool(int x);
   int flatten(int x);

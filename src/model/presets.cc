@@ -21,15 +21,16 @@ std::unique_ptr<Network> lenet(kernels::Backend& backend, const InputShape& in, 
   return b.build(b.linear(x, in.classes));
 }
 
-int conv_norm(NetworkBuilder& b, int x, int channels, int stride, int groups, bool zero_gamma = false) {
-  return b.group_norm(b.conv2d(x, channels, 3, stride, 1), groups, zero_gamma);
+// A 3×3 convolution (its weights standardised with c.weight_standardization) and a GroupNorm.
+int conv_norm(NetworkBuilder& b, const ModelConfig& c, int x, int channels, int stride, bool zero_gamma = false) {
+  return b.group_norm(b.conv2d(x, channels, 3, stride, 1, c.weight_standardization), c.groups, zero_gamma);
 }
 
-// Two 3×3 convolutions with GroupNorm and a skip connection around them. With `zero_init` the
-// second GroupNorm's γ starts at 0, so the block starts as the identity (Goyal et al. 2017; Wu &
-// He's GroupNorm paper initialises its residual nets the same way).
-int residual_block(NetworkBuilder& b, int x, int channels, int groups, bool zero_init) {
-  const int h = conv_norm(b, b.relu(conv_norm(b, x, channels, 1, groups)), channels, 1, groups, zero_init);
+// Two 3×3 convolutions with GroupNorm and a skip connection around them. With
+// c.zero_init_residual the second GroupNorm's γ starts at 0, so the block starts as the identity
+// (Goyal et al. 2017; Wu & He's GroupNorm paper initialises its residual nets the same way).
+int residual_block(NetworkBuilder& b, const ModelConfig& c, int x, int channels) {
+  const int h = conv_norm(b, c, b.relu(conv_norm(b, c, x, channels, 1)), channels, 1, c.zero_init_residual);
   return b.relu(b.add(x, h));
 }
 
@@ -43,13 +44,12 @@ std::unique_ptr<Network> resnet(kernels::Backend& backend, const ModelConfig& c,
     throw Error("model", "resnet: groups (" + std::to_string(c.groups) + ") must divide width (" +
                              std::to_string(c.width) + ")");
   NetworkBuilder b(backend, max_batch);
-  int x = b.relu(conv_norm(b, b.image_input(in.c, in.h, in.w), c.width, 1, c.groups));
+  int x = b.relu(conv_norm(b, c, b.image_input(in.c, in.h, in.w), c.width, 1));
   x = b.maxpool2d(x, 2, 2);
   for (int stage = 0; stage < 3; ++stage) {
     const int channels = c.width << stage;
-    if (stage > 0) x = b.relu(conv_norm(b, x, channels, 2, c.groups));
-    for (int block = 0; block < c.blocks; ++block)
-      x = residual_block(b, x, channels, c.groups, c.zero_init_residual);
+    if (stage > 0) x = b.relu(conv_norm(b, c, x, channels, 2));
+    for (int block = 0; block < c.blocks; ++block) x = residual_block(b, c, x, channels);
   }
   return b.build(b.linear(b.global_avgpool(x), in.classes));
 }
@@ -118,7 +118,8 @@ std::string describe(const ModelConfig& c) {
       return c.net == CnnNet::kLeNet ? "cnn lenet"
                                      : "cnn resnet (width " + std::to_string(c.width) + ", " +
                                            std::to_string(c.groups) + " groups" +
-                                           (c.blocks == 1 ? "" : ", " + std::to_string(c.blocks) + " blocks") + ")";
+                                           (c.blocks == 1 ? "" : ", " + std::to_string(c.blocks) + " blocks") +
+                                           (c.weight_standardization ? ", standardised weights" : "") + ")";
     case ModelKind::kGpt:
       return "gpt " + std::to_string(c.layers) + "x" + std::to_string(c.dim) + " (" + std::to_string(c.heads) +
              " heads, context " + std::to_string(c.context) + ")";

@@ -21,6 +21,7 @@ struct ModelConfig {
   int groups = 8;                        // cnn resnet: GroupNorm groups (must divide width)
   int blocks = 1;                        // cnn resnet: residual blocks per stage
   bool zero_init_residual = false;       // cnn resnet: each block's last GroupNorm starts at γ = 0
+  bool weight_standardization = false;   // cnn resnet: every convolution standardises its weights
   int layers = 4;                        // gpt: transformer blocks
   int heads = 4;                         // gpt: attention heads (must divide dim)
   int dim = 128;                         // gpt: model width

@@ -61,7 +61,8 @@ void read_widths(MapReader& m, std::vector<int>& out) {
   }
 }
 
-// model: {kind: mlp, hidden: [..]} | {kind: cnn, net: lenet | resnet, width, groups, blocks, zero_init_residual}
+// model: {kind: mlp, hidden: [..]}
+//      | {kind: cnn, net: lenet | resnet, width, groups, blocks, zero_init_residual, weight_standardization}
 //      | {kind: gpt, layers, heads, dim, context}; a field of another kind is an error.
 void parse_model(MapReader& top, model::ModelConfig& c) {
   MapReader m(top.get("model"), top.file(), "model");
@@ -80,6 +81,8 @@ void parse_model(MapReader& top, model::ModelConfig& c) {
   if (only("blocks", model::ModelKind::kCnn, "cnn")) m.read_number("blocks", c.blocks, 1, 64);
   if (only("zero_init_residual", model::ModelKind::kCnn, "cnn"))
     m.read("zero_init_residual", c.zero_init_residual, "true or false");
+  if (only("weight_standardization", model::ModelKind::kCnn, "cnn"))
+    m.read("weight_standardization", c.weight_standardization, "true or false");
   if (c.net == model::CnnNet::kResNet && c.width % c.groups)
     m.fail(m.has("groups") ? m.get("groups") : m.get("net"), "groups (" + std::to_string(c.groups) +
                                                                  ") must divide width (" + std::to_string(c.width) + ")",
