@@ -54,7 +54,10 @@ void DecentralizedHook::before_step(int64_t step, model::Model& model) {
     push_sum_started_ = true;
   }
   if (diloco_ && !diloco_->started()) diloco_->start(host_params(model), true);
-  if (choco_ && choco_->dense_next() && step >= resume_round_) start_choco_from_common_model(step, model);
+  // Only at the run's first step, which every starting member takes and no joiner does: after a
+  // view change the members' models differ anyway, and an extra collective there would be one
+  // more point where members that saw the change and members that did not yet could part ways.
+  if (choco_ && choco_->dense_next() && step == 0) start_choco_from_common_model(step, model);
 }
 
 // Compared by CRC32C: every peer sees the same all-reduced checksums, so all decide alike (two
@@ -331,6 +334,16 @@ void DecentralizedHook::progress(int64_t, model::Model& model, double loss, doub
   control_->set_progress(loss, accuracy, samples_per_s, std::sqrt(sum_squares(x, floats_)));
 }
 
+// Elastic: a member may have started a view change (a crash during the final evaluation) that
+// another has not seen yet. Every member answers this small collective before taking the kept
+// average, so a change interrupts all of them here as it would interrupt the final all-reduce,
+// and a member that had no kept average makes all of them average again.
+bool DecentralizedHook::reuse_final_mean() {
+  if (!membership_) return final_mean_ready_;
+  const bool all = all_equal(allreduce_, t_->size(), t_->rank(), final_mean_ready_ ? 1u : 0u);
+  return all && final_mean_ready_;
+}
+
 bool DecentralizedHook::finish(model::Model& model) {
   if (left_) return false;  // left the run: its own model is its result
   for (;;) {
@@ -338,7 +351,7 @@ bool DecentralizedHook::finish(model::Model& model) {
     const bool done = guarded(total_steps_, model, [&] {
       float* x = host_params(model);
       if (push_sum_) push_sum_->drain(x);
-      if (final_mean_ready_)  // the last progress line's Ξ averaged this very model
+      if (reuse_final_mean())  // the last progress line's Ξ averaged this very model
         std::copy(scratch_.begin(), scratch_.end(), x);
       else
         global_average(x);

@@ -67,10 +67,12 @@ class DecentralizedHook final : public StepHook {
   float* host_params(model::Model& model);     // the model's buffer on the host (downloads for CUDA)
   void store_params(model::Model& model);      // uploads host_ back when the model is on a device
   void global_average(float* x);
+  // Collective (elastic): whether every member kept the last progress line's average (finish).
+  bool reuse_final_mean();
   void log_consensus(int64_t step, const Consensus& c);
   void publish_members();  // "consensus step S xi Ξ rel Ξ/‖x̄‖²"
   void mix(int64_t step, model::Model& model);
-  // Before CHOCO's uncompressed round: when every peer holds the very same model, the public
+  // Before CHOCO's first round of a run: when every peer holds the very same model, the public
   // copies start there instead and the round is compressed.
   void start_choco_from_common_model(int64_t step, model::Model& model);
   // DiLoCo after every inner_steps-th step: average the pseudo-gradients, take the outer step.
