@@ -18,22 +18,29 @@ Consensus consensus_distance(RingAllReduce& allreduce, int peers, const float* x
   return {sum[0] / peers, norm};
 }
 
-int64_t agree_min(RingAllReduce& allreduce, int peers, int rank, int64_t value) {
-  std::vector<float> v(peers, 0.0f);
-  v[rank] = static_cast<float>(value + 1);  // exact: value < 2^24
+namespace {
+// Every peer's `mine` (the same count on each, values exact in a float): each peer fills its own
+// slots of a zeroed vector and the all-reduce's sum holds them all, peer p's at p·mine.size().
+std::vector<float> gather(RingAllReduce& allreduce, int peers, int rank, const std::vector<float>& mine) {
+  std::vector<float> v(size_t(peers) * mine.size(), 0.0f);
+  std::copy(mine.begin(), mine.end(), v.begin() + size_t(rank) * mine.size());
   allreduce.sum(v.data(), v.size());
+  return v;
+}
+}  // namespace
+
+int64_t agree_min(RingAllReduce& allreduce, int peers, int rank, int64_t value) {
+  // value + 1 > 0, so an empty slot could not pass for a value; exact: value < 2^24.
+  const std::vector<float> v = gather(allreduce, peers, rank, {static_cast<float>(value + 1)});
   int64_t m = static_cast<int64_t>(v[0]) - 1;
   for (float f : v) m = std::min(m, static_cast<int64_t>(f) - 1);
   return m;
 }
 
 bool all_equal(RingAllReduce& allreduce, int peers, int rank, uint32_t value) {
-  // Each peer fills its own two slots with the 16-bit halves (exact in a float); the sum then
-  // holds every peer's value.
-  std::vector<float> v(2 * size_t(peers), 0.0f);
-  v[2 * size_t(rank)] = static_cast<float>(value >> 16);
-  v[2 * size_t(rank) + 1] = static_cast<float>(value & 0xffffu);
-  allreduce.sum(v.data(), v.size());
+  // The 16-bit halves, each exact in a float.
+  const std::vector<float> v = gather(allreduce, peers, rank,
+                                      {static_cast<float>(value >> 16), static_cast<float>(value & 0xffffu)});
   for (int p = 1; p < peers; ++p)
     if (v[2 * size_t(p)] != v[0] || v[2 * size_t(p) + 1] != v[1]) return false;
   return true;

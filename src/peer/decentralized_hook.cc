@@ -68,7 +68,7 @@ void DecentralizedHook::start_choco_from_common_model(int64_t step, model::Model
   const uint32_t crc = crc32c(x, floats_ * sizeof(float));
   bool same = false;
   guarded(step, model, [&] { same = all_equal(allreduce_, t_->size(), t_->rank(), crc); });
-  if (same && choco_->dense_next()) choco_->start_from(x);
+  if (same) choco_->start_from(x);  // (an interrupted check left same false and the copies reset)
 }
 
 void DecentralizedHook::before_update(int64_t step, model::Model& model) {
@@ -340,8 +340,7 @@ void DecentralizedHook::progress(int64_t, model::Model& model, double loss, doub
 // and a member that had no kept average makes all of them average again.
 bool DecentralizedHook::reuse_final_mean() {
   if (!membership_) return final_mean_ready_;
-  const bool all = all_equal(allreduce_, t_->size(), t_->rank(), final_mean_ready_ ? 1u : 0u);
-  return all && final_mean_ready_;
+  return agree_min(final_mean_ready_ ? 1 : 0) == 1;  // the smallest flag: 1 only if all kept it
 }
 
 bool DecentralizedHook::finish(model::Model& model) {
