@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <thread>
 
+#include "kernels/bf16.h"
 #include "transport/inproc/inproc_transport.h"
 #include "peer_threads.h"
 
@@ -46,6 +48,44 @@ TEST_P(AllReduceTest, SumMatchesDirectAndIsIdenticalEverywhere) {
 
 INSTANTIATE_TEST_SUITE_P(SizesAndPeers, AllReduceTest,
                          ::testing::Combine(::testing::Values(1, 2, 3, 5, 8), ::testing::Values(0, 1, 7, 1000)));
+
+// bf16 wire: half the payload bytes; every peer ends with the same values, each one a bfloat16
+// (the owner of a segment keeps its rounded sum), within the rounding of p partial sums.
+TEST(AllReduceBf16, HalvesTheBytesAndStaysIdenticalEverywhere) {
+  const int n = 5;
+  const size_t size = 1001;
+  std::vector<std::vector<float>> results(n);
+  std::vector<double> payload_f32(n), payload_bf16(n);
+  run_peers(n, [&](int r, Transport& t) {
+    RingAllReduce ar(t, 250, 10.0);
+    std::vector<float> x = values(r, size);
+    const uint64_t before = t.stats().bytes_sent;
+    ar.sum(x.data(), size);
+    const uint64_t mid = t.stats().bytes_sent;
+    results[r] = values(r, size);
+    ar.sum(results[r].data(), size, Dtype::kBf16);
+    payload_f32[r] = static_cast<double>(mid - before);
+    payload_bf16[r] = static_cast<double>(t.stats().bytes_sent - mid);
+  });
+  size_t differs_from_f32 = 0;
+  for (size_t i = 0; i < size; ++i) {
+    double exact = 0, magnitude = 0;
+    for (int r = 0; r < n; ++r) {
+      exact += values(r, size)[i];
+      magnitude += std::abs(values(r, size)[i]);
+    }
+    const float got = results[0][i];
+    EXPECT_EQ(kernels::from_bf16(kernels::to_bf16(got)), got) << "value " << i << " is not a bfloat16";
+    EXPECT_NEAR(got, exact, n * std::ldexp(magnitude, -8)) << "value " << i;
+    differs_from_f32 += std::abs(got - exact) > 1e-5;
+  }
+  EXPECT_GT(differs_from_f32, size / 2) << "the values did not travel as bf16";
+  for (int r = 1; r < n; ++r) EXPECT_EQ(results[r], results[0]) << "bitwise identical on peer " << r;
+  for (int r = 0; r < n; ++r) {  // headers are a few % of a 250-value chunk
+    EXPECT_LT(payload_bf16[r], 0.56 * payload_f32[r]) << "peer " << r;
+    EXPECT_GT(payload_bf16[r], 0.45 * payload_f32[r]) << "peer " << r;
+  }
+}
 
 TEST(Collectives, ReceiveTimesOutNamingThePeer) {
   InprocFabric fabric(2);

@@ -137,7 +137,6 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"algorithm: {kind: gossip, inner_steps: 5}\n", "inner_steps is for kind: diloco"},
         BadCase{"algorithm: {kind: diloco, global_average_every: 5}\n", "diloco averages every inner_steps"},
         BadCase{"algorithm: {kind: diloco, outer_average: median}\n", "algorithm.outer_average"},
-        BadCase{"algorithm: {kind: diloco, wire: bf16}\n", "diloco's gossip average"},
         BadCase{"algorithm: {kind: gossip, compressor: sign}\n", "compressor is for kind: choco"},
         BadCase{"algorithm: {kind: choco, compressor: zip}\n", "algorithm.compressor"},
         BadCase{"algorithm: {kind: choco, ratio: 0.7}\n", "top_k keeps at most half"},
@@ -251,6 +250,7 @@ TEST(Config, WireDefaultsToF32AndTakesBf16ForGossip) {
   EXPECT_EQ(parse_config("algorithm: {kind: gossip, wire: bf16, global_average_every: 6}", "t.yaml").algorithm.wire,
             Dtype::kBf16);
   EXPECT_EQ(parse_config("algorithm: {kind: push_sum, wire: bf16}", "t.yaml").algorithm.wire, Dtype::kBf16);
+  EXPECT_EQ(parse_config("algorithm: {kind: diloco, wire: bf16}", "t.yaml").algorithm.wire, Dtype::kBf16);
   EXPECT_NE(error_of("algorithm: {kind: allreduce, wire: bf16}").find("is for gossip, push_sum and diloco"), std::string::npos);
 }
 

@@ -168,6 +168,33 @@ TEST(PeerProcesses, ChocoFromOneInitialModelSkipsTheUncompressedRound) {
   EXPECT_LT(extra, 1.2 * 2 * kWideMB) << same.output << own.output;
 }
 
+// DiLoCo's all-reduce average in bf16 sends half the bytes of f32's and trains as well. After an
+// outer step every peer holds the same model, so the Ξ measurements there (the models'
+// fingerprints compared: Ξ = 0) and the final average send no model at all; each would add 2·3/4
+// of a model per peer otherwise.
+TEST(PeerProcesses, DilocoAveragesInBf16ForHalfTheBytes) {
+  TempDir dir;
+  const std::string optimizer = "{lr: 0.05, momentum: 0.9, batch: 32, steps: 60}";
+  std::map<std::string, double> mb;
+  for (const char* wire : {"f32", "bf16"}) {
+    const std::string algorithm = std::string("{kind: diloco, inner_steps: 10, outer_average: allreduce, wire: ") + wire + "}";
+    const auto r = launch(dir, wide(config(4, "ring", algorithm, "consensus_every: 10\n", optimizer)));
+    expect_all_trained(r, 4, 0.9);
+    for (auto [peer, at] : sent_at_end(r.output)) {
+      EXPECT_LT(at.second - at.first, 0.01 * kWideMB) << wire << " peer " << peer << "\n" << r.output;
+      mb[wire] = std::max(mb[wire], at.second);
+    }
+    const auto xi = consensus_by_step(r.output);
+    EXPECT_EQ(xi.size(), 6u) << r.output;
+    for (auto [step, v] : xi) EXPECT_EQ(v.first, 0.0) << wire << " step " << step << ": the outer step leaves one model";
+  }
+  // 6 outer steps of 2·3/4 of a model (10.9 MB in f32; sent_MB is printed to 0.1 MB), plus small collectives.
+  EXPECT_GT(mb["f32"], 0.98 * 6 * 1.5 * kWideMB) << mb["f32"];
+  EXPECT_LT(mb["f32"], 1.05 * 6 * 1.5 * kWideMB) << mb["f32"];
+  EXPECT_LT(mb["bf16"], 0.55 * mb["f32"]) << mb["bf16"] << " vs " << mb["f32"];
+  EXPECT_GT(mb["bf16"], 0.45 * mb["f32"]) << mb["bf16"] << " vs " << mb["f32"];
+}
+
 // The last progress line's Ξ averages the models at the last step; the run's end takes that
 // average instead of all-reducing the same models again (2·3/4 of a model per peer).
 TEST(PeerProcesses, TheFinalAverageIsTheLastProgressLinesMeasurement) {

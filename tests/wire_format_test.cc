@@ -171,10 +171,13 @@ TEST(WireFormat, Bf16PayloadsAreForMixingMessagesOnly) {
   h.kind = MessageKind::kPushSum;
   encode_header(h, buf);
   EXPECT_EQ(validate_header(buf, kHeaderBytes, 6, &d), std::nullopt);
-  h.kind = MessageKind::kReduceScatter;
+  h.kind = MessageKind::kReduceScatter;  // DiLoCo's bf16 average
+  encode_header(h, buf);
+  EXPECT_EQ(validate_header(buf, kHeaderBytes, 6, &d), std::nullopt);
+  h.kind = MessageKind::kModel;
   encode_header(h, buf);
   EXPECT_EQ(validate_header(buf, kHeaderBytes, 6, &d).value_or(""),
-            "bf16 values in a reduce-scatter message (only gossip and push-sum carry them)");
+            "bf16 values in a model transfer message (only gossip, push-sum and all-reduce messages carry them)");
   h.kind = MessageKind::kGossip;
   h.dtype = static_cast<Dtype>(7);
   encode_header(h, buf);

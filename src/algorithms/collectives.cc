@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "kernels/bf16.h"
 
 namespace gossip::peer {
 
@@ -165,53 +166,61 @@ Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t off
                         [&](const InMessage& m) { fold(m.header.offset - offset, m.data, m.count); });
 }
 
-void RingAllReduce::sum(float* x, size_t n) {
+void RingAllReduce::sum(float* x, size_t n, Dtype wire) {
   const int p = t_->size(), r = t_->rank();
   const uint64_t seq = sequence_++;
   if (p == 1) return;
+  if (wire == Dtype::kBf16) rounded_.resize(n);
+  // Reduce-scatter: after p−1 steps this peer holds the full sum of segment r+1.
+  ring_phase(x, n, wire, MessageKind::kReduceScatter, seq);
+  if (wire == Dtype::kBf16) {  // keep what the others will receive of our finished segment
+    const size_t begin = n * static_cast<size_t>((r + 1) % p) / p, end = n * static_cast<size_t>((r + 1) % p + 1) / p;
+    for (size_t i = begin; i < end; ++i) x[i] = kernels::from_bf16(kernels::to_bf16(x[i]));
+  }
+  // All-gather: pass the finished segments around the ring.
+  ring_phase(x, n, wire, MessageKind::kAllGather, seq);
+}
+
+void RingAllReduce::ring_phase(float* x, size_t n, Dtype wire, MessageKind kind, uint64_t seq) {
+  const int p = t_->size(), r = t_->rank();
   auto seg_begin = [&](int i) { return n * static_cast<size_t>(i) / p; };
   auto seg_len = [&](int i) { return seg_begin(i + 1) - seg_begin(i); };
   auto mod = [&](int i) { return ((i % p) + p) % p; };
   const int next = mod(r + 1), prev = mod(r - 1);
-  // Everything is sent zero-copy from x. A segment sent in reduce-scatter step s is not written
-  // again before all-gather step s overwrites it, and one sent in all-gather is never written
-  // again, so waiting for the sends once per phase keeps x consistent.
-  // Reduce-scatter: after p−1 steps this peer holds the full sum of segment r+1.
-  {
-    SendGuard guard;
-    for (int s = 0; s < p - 1; ++s) {
-      const int send_seg = mod(r - s), recv_seg = mod(r - s - 1);
-      const VectorRef ref{MessageKind::kReduceScatter, seq, static_cast<uint32_t>(s)};
-      send_vector(*t_, next, ref, x + seg_begin(send_seg), guard.owner(), seg_begin(send_seg), seg_len(send_seg), n, 0,
-                  chunk_floats_);
-      float* dst = x + seg_begin(recv_seg);
-      const Received got = receive_vector(*t_, prev, ref, seg_begin(recv_seg), seg_len(recv_seg), timeout_s_,
-                                          [dst](size_t i, const float* v, size_t c) {
-                                            for (size_t k = 0; k < c; ++k) dst[i + k] += v[k];
-                                          });
-      if (!got.finite)
-        throw Error("peer " + std::to_string(r), t_->describe(prev) + " sent NaN or Inf into the global average");
-    }
-    guard.wait_released(timeout_s_, "peer " + std::to_string(r));
-  }
-  // All-gather: pass the finished segments around the ring.
+  const bool gather = kind == MessageKind::kAllGather, bf16 = wire == Dtype::kBf16;
+  // Everything is sent zero-copy from x (or, bf16, from its rounded copy). In f32, a segment sent
+  // in reduce-scatter step s is not written again before all-gather step s overwrites it, and one
+  // sent in all-gather is never written again, so waiting for the sends once per phase keeps the
+  // sent values consistent; each rounded segment is written once per phase.
   SendGuard guard;
   for (int s = 0; s < p - 1; ++s) {
-    const int send_seg = mod(r + 1 - s), recv_seg = mod(r - s);
-    const VectorRef ref{MessageKind::kAllGather, seq, static_cast<uint32_t>(s)};
-    send_vector(*t_, next, ref, x + seg_begin(send_seg), guard.owner(), seg_begin(send_seg), seg_len(send_seg), n, 0,
-                chunk_floats_);
+    const int send_seg = gather ? mod(r + 1 - s) : mod(r - s), recv_seg = gather ? mod(r - s) : mod(r - s - 1);
+    const VectorRef ref{kind, seq, static_cast<uint32_t>(s), wire};
+    const size_t b = seg_begin(send_seg);
+    const void* out = x + b;
+    if (bf16) {
+      kernels::to_bf16(x + b, rounded_.data() + b, seg_len(send_seg));
+      out = rounded_.data() + b;
+    }
+    send_vector(*t_, next, ref, out, guard.owner(), b, seg_len(send_seg), n, 0, chunk_floats_);
     float* dst = x + seg_begin(recv_seg);
-    const Received got = receive_vector(*t_, prev, ref, seg_begin(recv_seg), seg_len(recv_seg), timeout_s_,
-                                        [dst](size_t i, const float* v, size_t c) { std::copy(v, v + c, dst + i); });
+    const size_t recv_begin = seg_begin(recv_seg);
+    const Received got = receive_vector(*t_, prev, ref, recv_begin, seg_len(recv_seg), timeout_s_, [&](const InMessage& m) {
+      float* d = dst + (m.header.offset - recv_begin);
+      const size_t c = m.count;
+      if (!bf16 && gather) std::copy(m.data, m.data + c, d);
+      else if (!bf16) for (size_t k = 0; k < c; ++k) d[k] += m.data[k];
+      else if (gather) for (size_t k = 0; k < c; ++k) d[k] = kernels::from_bf16(m.bf16()[k]);
+      else for (size_t k = 0; k < c; ++k) d[k] += kernels::from_bf16(m.bf16()[k]);
+    });
     if (!got.finite)
       throw Error("peer " + std::to_string(r), t_->describe(prev) + " sent NaN or Inf into the global average");
   }
   guard.wait_released(timeout_s_, "peer " + std::to_string(r));
 }
 
-void RingAllReduce::average(float* x, size_t n) {
-  sum(x, n);
+void RingAllReduce::average(float* x, size_t n, Dtype wire) {
+  sum(x, n, wire);
   const float inv = 1.0f / static_cast<float>(t_->size());
   for (size_t i = 0; i < n; ++i) x[i] *= inv;
 }

@@ -31,7 +31,7 @@ struct VectorRef {
   MessageKind kind;
   uint64_t round;
   uint32_t tag = 0;
-  Dtype dtype = Dtype::kF32;  // what the values travel as (bf16: gossip and push-sum only)
+  Dtype dtype = Dtype::kF32;  // what the values travel as (bf16: gossip, push-sum, DiLoCo's average)
 };
 
 // Sends data[0, count) — elements [offset, offset + count) of a vector of `total` values of
@@ -115,17 +115,26 @@ class RingAllReduce {
  public:
   RingAllReduce(Transport& transport, size_t chunk_floats, double timeout_s)
       : t_(&transport), chunk_floats_(chunk_floats), timeout_s_(timeout_s) {}
-  // x ← Σ_peers x, in place. Every peer must call it with the same n, in the same order. The
-  // result is bitwise identical on every peer.
-  void sum(float* x, size_t n);
+  // x ← Σ_peers x, in place. Every peer must call it with the same n and wire, in the same order.
+  // The result is bitwise identical on every peer. wire = bf16: every value travels rounded to
+  // bfloat16 (half the bytes): each partial sum is rounded on its way round the ring (p − 1
+  // roundings in the reduce-scatter) and the owner of a finished segment rounds it once more and
+  // keeps the rounded value too, so every peer still holds the same result.
+  void sum(float* x, size_t n, Dtype wire = Dtype::kF32);
   // x ← (1/n_peers)·Σ_peers x.
-  void average(float* x, size_t n);
+  void average(float* x, size_t n, Dtype wire = Dtype::kF32);
 
  private:
+  // One phase of the ring: p − 1 steps, each sending segment send_seg(s) to the next peer and
+  // folding segment recv_seg(s) from the previous one (added in the reduce-scatter, copied in the
+  // all-gather).
+  void ring_phase(float* x, size_t n, Dtype wire, MessageKind kind, uint64_t seq);
+
   Transport* t_;  // owned by the peer's Node (or a test), outlives every algorithm object
   size_t chunk_floats_;
   double timeout_s_;
   uint64_t sequence_ = 0;  // collective number: matches messages of the same call across peers
+  std::vector<uint16_t> rounded_;  // bf16 wire: the values being sent, released within each phase
 };
 
 }  // namespace gossip::peer

@@ -1,11 +1,26 @@
 #include "algorithms/consensus.h"
 
 #include <algorithm>
+#include <bit>
+
+#include "wire/wire_format.h"
 
 namespace gossip::peer {
 
-Consensus consensus_distance(RingAllReduce& allreduce, int peers, const float* x, size_t n, std::vector<float>& scratch) {
+uint64_t model_fingerprint(const float* x, size_t n) {
+  uint32_t weighted = 0;  // Σ word_i·(2i + 1) mod 2³²: odd factors, so any single changed word shows
+  for (size_t i = 0; i < n; ++i) weighted += std::bit_cast<uint32_t>(x[i]) * static_cast<uint32_t>(2 * i + 1);
+  return (uint64_t{crc32c(x, n * sizeof(float))} << 32) | weighted;
+}
+
+Consensus consensus_distance(RingAllReduce& allreduce, int peers, int rank, const float* x, size_t n,
+                             std::vector<float>& scratch) {
   scratch.assign(x, x + n);
+  if (all_equal(allreduce, peers, rank, model_fingerprint(x, n))) {
+    double norm = 0;
+    for (size_t i = 0; i < n; ++i) norm += double(x[i]) * x[i];
+    return {0.0, norm};
+  }
   allreduce.average(scratch.data(), n);
   double local = 0, norm = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -37,12 +52,12 @@ int64_t agree_min(RingAllReduce& allreduce, int peers, int rank, int64_t value) 
   return m;
 }
 
-bool all_equal(RingAllReduce& allreduce, int peers, int rank, uint32_t value) {
-  // The 16-bit halves, each exact in a float.
-  const std::vector<float> v = gather(allreduce, peers, rank,
-                                      {static_cast<float>(value >> 16), static_cast<float>(value & 0xffffu)});
-  for (int p = 1; p < peers; ++p)
-    if (v[2 * size_t(p)] != v[0] || v[2 * size_t(p) + 1] != v[1]) return false;
+bool all_equal(RingAllReduce& allreduce, int peers, int rank, uint64_t value) {
+  std::vector<float> mine;  // the 16-bit quarters, each exact in a float
+  for (int shift = 48; shift >= 0; shift -= 16) mine.push_back(static_cast<float>((value >> shift) & 0xffffu));
+  const std::vector<float> v = gather(allreduce, peers, rank, mine);
+  for (int p = 1; p < peers; ++p)  // against peer 0's slots, which every peer sees alike
+    if (!std::equal(v.begin(), v.begin() + mine.size(), v.begin() + size_t(p) * mine.size())) return false;
   return true;
 }
 

@@ -256,11 +256,10 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
       if (k == Algorithm::kAllReduce) a.global_average_every = 1;
       if (k == Algorithm::kDiloco && a.global_average_every > 0)
         top.fail(node["global_average_every"], "diloco averages every inner_steps steps itself", "algorithm.global_average_every");
-      const bool gossip_wire = k == Algorithm::kGossip || k == Algorithm::kPushSum ||
-                               (k == Algorithm::kDiloco && a.outer_average == OuterAverage::kGossip);
-      if (a.wire != Dtype::kF32 && !gossip_wire)
+      const bool lossy_ok = k == Algorithm::kGossip || k == Algorithm::kPushSum || k == Algorithm::kDiloco;
+      if (a.wire != Dtype::kF32 && !lossy_ok)
         top.fail(node["wire"], "wire: " + dtype_name(a.wire) +
-                                   " is for gossip, push_sum and diloco's gossip average (all-reduces stay f32)", "algorithm.wire");
+                                   " is for gossip, push_sum and diloco's average (model all-reduces stay f32)", "algorithm.wire");
       return;
     }
   top.fail(node, "unknown algorithm '" + kind + "' (valid: none, gossip, push_sum, local_sgd, allreduce, diloco, choco)", "algorithm");

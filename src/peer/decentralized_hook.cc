@@ -60,14 +60,13 @@ void DecentralizedHook::before_step(int64_t step, model::Model& model) {
   if (choco_ && choco_->dense_next() && step == 0) start_choco_from_common_model(step, model);
 }
 
-// Compared by CRC32C: every peer sees the same all-reduced checksums, so all decide alike (two
-// different models pass for one only on a CRC collision, 2⁻³²). At a run's start with `init:
-// same` this saves the uncompressed round (one model per neighbour).
+// Compared by fingerprint: every peer sees the same all-reduced fingerprints, so all decide alike.
+// At a run's start with `init: same` this saves the uncompressed round (one model per neighbour).
 void DecentralizedHook::start_choco_from_common_model(int64_t step, model::Model& model) {
   const float* x = host_params(model);
-  const uint32_t crc = crc32c(x, floats_ * sizeof(float));
+  const uint64_t fingerprint = model_fingerprint(x, floats_);
   bool same = false;
-  guarded(step, model, [&] { same = all_equal(allreduce_, t_->size(), t_->rank(), crc); });
+  guarded(step, model, [&] { same = all_equal(allreduce_, t_->size(), t_->rank(), fingerprint); });
   if (same) choco_->start_from(x);  // (an interrupted check left same false and the copies reset)
 }
 
@@ -87,7 +86,7 @@ void DecentralizedHook::outer_step(int64_t step, float* x) {
   delta_.resize(floats_);
   diloco_->pseudo_gradient(x, delta_.data());
   if (algo_.outer_average == OuterAverage::kAllReduce) {
-    global_average(delta_.data());
+    global_average(delta_.data(), algo_.wire);
   } else {  // gossip rounds, numbered by outer step so that every peer uses the same graphs
     delta_out_.resize(floats_);
     const int64_t outer = (step + 1) / algo_.inner_steps - 1;
@@ -99,15 +98,15 @@ void DecentralizedHook::outer_step(int64_t step, float* x) {
   diloco_->outer_step(delta_.data(), x);
 }
 
-void DecentralizedHook::global_average(float* x) {
+void DecentralizedHook::global_average(float* x, Dtype wire) {
   if (!push_sum_) {
     if (!membership_) {
-      allreduce_.average(x, floats_);
+      allreduce_.average(x, floats_, wire);
       return;
     }
     // Elastic: on a copy, so an all-reduce abandoned half-way leaves the model intact.
     scratch_.assign(x, x + floats_);
-    allreduce_.average(scratch_.data(), floats_);
+    allreduce_.average(scratch_.data(), floats_, wire);
     std::copy(scratch_.begin(), scratch_.end(), x);
     return;
   }
@@ -275,7 +274,7 @@ bool DecentralizedHook::view_changed(int* rank, int* n) {
 }
 
 Consensus DecentralizedHook::consensus(const float* x) {
-  return consensus_distance(allreduce_, t_->size(), x, floats_, scratch_);
+  return consensus_distance(allreduce_, t_->size(), t_->rank(), x, floats_, scratch_);
 }
 
 std::string DecentralizedHook::log_extra(int64_t step, model::Model& model) {

@@ -66,7 +66,7 @@ class DecentralizedHook final : public StepHook {
  private:
   float* host_params(model::Model& model);     // the model's buffer on the host (downloads for CUDA)
   void store_params(model::Model& model);      // uploads host_ back when the model is on a device
-  void global_average(float* x);
+  void global_average(float* x, Dtype wire = Dtype::kF32);
   // Collective (elastic): whether every member kept the last progress line's average (finish).
   bool reuse_final_mean();
   void log_consensus(int64_t step, const Consensus& c);

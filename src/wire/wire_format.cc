@@ -292,8 +292,11 @@ std::optional<std::string> validate_header(const void* header, size_t header_byt
   }
   if (static_cast<uint32_t>(h.dtype) > kLastDtype)
     return "unknown payload type " + std::to_string(static_cast<uint32_t>(h.dtype));
-  if (h.dtype != Dtype::kF32 && h.kind != MessageKind::kGossip && h.kind != MessageKind::kPushSum)
-    return dtype_name(h.dtype) + " values in a " + kind_name(h.kind) + " message (only gossip and push-sum carry them)";
+  const bool mixing = h.kind == MessageKind::kGossip || h.kind == MessageKind::kPushSum ||
+                      h.kind == MessageKind::kReduceScatter || h.kind == MessageKind::kAllGather;
+  if (h.dtype != Dtype::kF32 && !mixing)
+    return dtype_name(h.dtype) + " values in a " + kind_name(h.kind) +
+           " message (only gossip, push-sum and all-reduce messages carry them)";
   if (is_compressed(h.dtype) && h.kind != MessageKind::kGossip)
     return dtype_name(h.dtype) + " values in a " + kind_name(h.kind) + " message (only CHOCO's gossip carries them)";
   if (payload_bytes % element_bytes(h.dtype) != 0)
