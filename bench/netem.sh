@@ -9,6 +9,7 @@
 # slowest peer's training time at that step (evaluation time excluded); medians of REPEATS
 # interleaved runs. Draws each algorithm's curve of its last run — mean test accuracy against the
 # slowest peer's training time — into docs/bench/netem.svg (table: docs/bench/netem.md).
+# The namespaces and shaping: bench/netns.sh.
 # Usage: sudo bench/netem.sh [repeats] [rate] [delay] [target]   (defaults: 3 1gbit 5ms 0.85)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,44 +18,10 @@ RATE=${2:-1gbit}
 DELAY=${3:-5ms}
 TARGET=${4:-0.85}
 N=8
-[[ $EUID == 0 ]] || { echo "bench/netem.sh: needs root (network namespaces, tc)" >&2; exit 2; }
-bash scripts/setup.sh >/dev/null
-source bench/lib.sh
-bench_tee netem
-tag=g$$                 # names: bridge $tag-br, namespaces $tag-0.., host-side veths $tag-h0..
-subnet=10.213.77        # peers are $subnet.1 .. $subnet.N
-dir=$(mktemp -d)
-cleanup() {
-  pkill -f "gossip-peer --config $dir/" 2>/dev/null || true
-  for i in $(seq 0 $((N - 1))); do ip netns del "$tag-$i" 2>/dev/null || true; done
-  ip link del "$tag-br" 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-
-ip link add "$tag-br" type bridge
-ip link set "$tag-br" up
-shaping=""
-for i in $(seq 0 $((N - 1))); do
-  ns=$tag-$i
-  ip netns add "$ns"
-  ip link add "$tag-h$i" type veth peer name "$tag-p$i"
-  ip link set "$tag-p$i" netns "$ns"
-  ip link set "$tag-h$i" master "$tag-br" up
-  ip -n "$ns" link set lo up
-  ip -n "$ns" link set "$tag-p$i" name eth0
-  ip -n "$ns" addr add "$subnet.$((i + 1))/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  if [[ -z $shaping || $shaping == netem ]] &&
-     ip netns exec "$ns" tc qdisc add dev eth0 root netem delay "$DELAY" rate "$RATE" limit 100000 2>/dev/null; then
-    shaping=netem
-  else
-    ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$RATE" burst 256kb latency 100ms
-    shaping=tbf
-  fi
-done
-link="$RATE, $DELAY one way (netem)"
-[[ $shaping == tbf ]] && link="$RATE (tbf), no added delay: this kernel has no sch_netem"
+source bench/netns.sh
+netns_start netem "$N" "$RATE" "$DELAY"
+dir=$NETNS_DIR
+link=$NETNS_LINK
 
 yaml() {  # $1 = name, $2 = topology, $3 = algorithm
   {
@@ -69,9 +36,8 @@ algorithm: $3
 model: {hidden: [256, 256]}
 data: {dataset: fashion-mnist}
 optimizer: {lr: 0.05, momentum: 0.9, batch: 64, epochs: 3}
-peers:
 YAML
-    for i in $(seq 0 $((N - 1))); do echo "  - {id: $i, endpoint: tcp://$subnet.$((i + 1)):29500}"; done
+    netns_peers "$N" 29500
   } > "$dir/$1.yaml"
 }
 yaml allreduce ring allreduce
@@ -83,12 +49,7 @@ ALGOS=(allreduce ring-pga onepeer-pga onepeer-pga-bf16)
 # One run of $1: prints "seconds-to-target steps-to-target final-averaged-accuracy samples/s"
 # ("nan nan ..." when TARGET is never reached).
 run() {
-  for i in $(seq 0 $((N - 1))); do
-    ip netns exec "$tag-$i" build/bin/gossip-peer --config "$dir/$1.yaml" --rank "$i" > "$dir/log-$i" 2>&1 &
-  done
-  local failed=0
-  for job in $(jobs -p); do wait "$job" || failed=1; done
-  if [[ $failed == 1 ]]; then echo "bench/netem.sh: a peer of $1 failed:" >&2; tail -n 5 "$dir"/log-* >&2; exit 1; fi
+  netns_run "$dir/$1.yaml" "$N" "$dir/log-"
   # The curve: per eval step every peer reported, "step slowest-train_s mean-test_acc".
   cat "$dir"/log-* | awk -v n="$N" '
     /eval step/ { for (i = 1; i < NF; i++) { if ($i == "step") s = $(i+1); if ($i == "test_acc") a = $(i+1);

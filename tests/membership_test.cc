@@ -331,6 +331,14 @@ TEST(Elastic, GradientTrackingSurvivesAJoinAndACrash) {
       dir, dir.write("gt.yaml", yaml(5, 120, 30, "topology: ring\nalgorithm: {kind: gossip, gradient_tracking: true, ")));
 }
 
+// Random matchings through a join and a crash: every member draws the round's matching from the
+// run's seed over the current view, so after a change they pair up among the new members.
+TEST(Elastic, RandomMatchingSurvivesAJoinAndACrash) {
+  TempDir dir;
+  expect_one_model_after_a_join_and_a_crash(
+      dir, dir.write("matching.yaml", yaml(5, 120, 30, "topology: random_matching\nalgorithm: {kind: gossip, ")));
+}
+
 // A joiner with another model shape is refused by its contact, with a reason, at once.
 TEST(Elastic, JoinerWithAnotherModelShapeIsRefused) {
   TempDir dir;

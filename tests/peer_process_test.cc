@@ -84,6 +84,16 @@ TEST(PeerProcesses, RingGossip4) {
     }
   }
   EXPECT_EQ(lines_per_step, (std::map<int, int>{{20, 4}, {40, 4}, {60, 4}})) << r.output;
+  // The final line's train_s (time to the end, evaluations excluded) continues each peer's curve.
+  std::map<int, double> at_60, at_end;
+  std::regex eval_60(R"(\[peer (\d)\] eval step 60 test_acc [0-9.]+ train_s ([0-9.]+))");
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), eval_60); it != std::sregex_iterator(); ++it)
+    at_60[std::stoi((*it)[1])] = std::stod((*it)[2]);
+  std::regex final_re(R"(final: peer (\d) .* train_s ([0-9.]+))");
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), final_re); it != std::sregex_iterator(); ++it)
+    at_end[std::stoi((*it)[1])] = std::stod((*it)[2]);
+  ASSERT_EQ(at_end.size(), 4u) << r.output;
+  for (const auto& [rank, secs] : at_end) EXPECT_GE(secs + 0.05, at_60.at(rank)) << "peer " << rank;  // 1 decimal
 }
 
 TEST(PeerProcesses, OnePeerExponentialGossip8) {

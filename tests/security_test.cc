@@ -87,10 +87,12 @@ TEST(Security, OnlyAllowedKeysGetIn) {
   EXPECT_NE(text.find("] step ", refused), std::string::npos) << "training went on\n" << text;
 }
 
-// CHOCO's compressed chunks and the gradient tracker's messages travel under CurveZMQ like any
-// other, and the consensus tool (with the run's tool key) measures Ξ of such a run.
-TEST(Security, ChocoAndGradientTrackingRunEncryptedAndAreMeasured) {
-  for (const char* algorithm : {"{kind: choco, compressor: sign, consensus_step: 0.2}", "{kind: gossip, gradient_tracking: true}"}) {
+// CHOCO's compressed chunks, the gradient tracker's messages and DiLoCo's outer all-reduce travel
+// under CurveZMQ like any other, and the consensus tool (with the run's tool key) measures Ξ of
+// such a run.
+TEST(Security, ChocoGradientTrackingAndDilocoRunEncryptedAndAreMeasured) {
+  for (const char* algorithm : {"{kind: choco, compressor: sign, consensus_step: 0.2}", "{kind: gossip, gradient_tracking: true}",
+                                "{kind: diloco, inner_steps: 10, wire: bf16}"}) {
     TempDir dir;
     const std::string keys = dir.path() + "/keys";
     ASSERT_EQ(run_command(testing::bin("gossip-keygen") + " " + keys + " --peers 2").exit_code, 0);

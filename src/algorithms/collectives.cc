@@ -166,6 +166,11 @@ Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t off
                         [&](const InMessage& m) { fold(m.header.offset - offset, m.data, m.count); });
 }
 
+namespace {
+// Where segment i of p starts in a vector of n values (segment p ends at n).
+size_t segment_begin(size_t n, int i, int p) { return n * static_cast<size_t>(i) / static_cast<size_t>(p); }
+}  // namespace
+
 void RingAllReduce::sum(float* x, size_t n, Dtype wire) {
   const int p = t_->size(), r = t_->rank();
   const uint64_t seq = sequence_++;
@@ -174,7 +179,8 @@ void RingAllReduce::sum(float* x, size_t n, Dtype wire) {
   // Reduce-scatter: after p−1 steps this peer holds the full sum of segment r+1.
   ring_phase(x, n, wire, MessageKind::kReduceScatter, seq);
   if (wire == Dtype::kBf16) {  // keep what the others will receive of our finished segment
-    const size_t begin = n * static_cast<size_t>((r + 1) % p) / p, end = n * static_cast<size_t>((r + 1) % p + 1) / p;
+    const int own = (r + 1) % p;
+    const size_t begin = segment_begin(n, own, p), end = segment_begin(n, own + 1, p);
     for (size_t i = begin; i < end; ++i) x[i] = kernels::from_bf16(kernels::to_bf16(x[i]));
   }
   // All-gather: pass the finished segments around the ring.
@@ -183,7 +189,7 @@ void RingAllReduce::sum(float* x, size_t n, Dtype wire) {
 
 void RingAllReduce::ring_phase(float* x, size_t n, Dtype wire, MessageKind kind, uint64_t seq) {
   const int p = t_->size(), r = t_->rank();
-  auto seg_begin = [&](int i) { return n * static_cast<size_t>(i) / p; };
+  auto seg_begin = [&](int i) { return segment_begin(n, i, p); };
   auto seg_len = [&](int i) { return seg_begin(i + 1) - seg_begin(i); };
   auto mod = [&](int i) { return ((i % p) + p) % p; };
   const int next = mod(r + 1), prev = mod(r - 1);

@@ -16,21 +16,21 @@ uint64_t model_fingerprint(const float* x, size_t n) {
 Consensus consensus_distance(RingAllReduce& allreduce, int peers, int rank, const float* x, size_t n,
                              std::vector<float>& scratch) {
   scratch.assign(x, x + n);
-  if (all_equal(allreduce, peers, rank, model_fingerprint(x, n))) {
-    double norm = 0;
-    for (size_t i = 0; i < n; ++i) norm += double(x[i]) * x[i];
-    return {0.0, norm};
+  double xi = 0;  // stays 0, and x̄ = x, when every peer holds these very bytes
+  if (!all_equal(allreduce, peers, rank, model_fingerprint(x, n))) {
+    allreduce.average(scratch.data(), n);
+    double local = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double d = double(x[i]) - scratch[i];
+      local += d * d;
+    }
+    float sum[1] = {static_cast<float>(local)};
+    allreduce.sum(sum, 1);
+    xi = sum[0] / peers;
   }
-  allreduce.average(scratch.data(), n);
-  double local = 0, norm = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double d = double(x[i]) - scratch[i];
-    local += d * d;
-    norm += double(scratch[i]) * scratch[i];
-  }
-  float sum[1] = {static_cast<float>(local)};
-  allreduce.sum(sum, 1);
-  return {sum[0] / peers, norm};
+  double norm = 0;
+  for (size_t i = 0; i < n; ++i) norm += double(scratch[i]) * scratch[i];
+  return {xi, norm};
 }
 
 namespace {

@@ -267,6 +267,7 @@ std::string Node::final_line(const TrainResult& r) const {
     if (r.averaged->per_byte) out << " averaged_model_test_bpb " << r.averaged->bits_per_byte();
   }
   out << (r.test.per_byte ? " tokens/s " : " samples/s ") << std::setprecision(0) << r.samples_per_s;
+  if (trainer_) out << std::setprecision(1) << " train_s " << r.train_seconds;  // as the eval lines' train_s
   if (r.transfers.host_to_device || r.transfers.device_to_host) {  // a device backend: PCIe bytes per step
     const double steps = static_cast<double>(std::max<int64_t>(r.steps, 1));
     out << std::setprecision(3) << " h2d_MB_per_step " << r.transfers.host_to_device / 1e6 / steps

@@ -62,6 +62,7 @@ struct EvalResult {
 struct TrainResult {
   int64_t steps = 0;
   double samples_per_s = 0;  // predictions per second: rows, or tokens for a language model
+  double train_seconds = 0;  // the training loop's wall time less its eval_every evaluations
   double final_train_loss = 0;
   EvalResult test;                     // this peer's own model
   std::optional<EvalResult> averaged;  // the global average of all peers' models, when there is one
