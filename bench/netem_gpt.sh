@@ -40,15 +40,13 @@ ALGOS=(allreduce diloco)
 # $dir/curve-$1-$2 and prints "final-averaged-bpb MB-sent-per-peer tokens/s".
 run() {
   netns_run "$dir/$1.yaml" "$N" "$dir/log-"
-  cat "$dir"/log-* | awk -v n="$N" -v last="$STEPS" '
+  cat "$dir"/log-* | awk -v n="$N" -v last="$STEPS" -v sorted="sort -n > $dir/curve-$1-$2" '
     function field(name,   i) { for (i = 1; i < NF; i++) if ($i == name) return $(i+1); return "" }
-    /eval step/ { s = field("step") } /final:/ { s = last }
+    /eval step/ { s = field("step") }
+    /final:/ { s = last; fin = field("averaged_model_test_bpb"); mb += field("sent_MB"); tps += field("tokens/s"); k++ }
     /eval step|final:/ { b[s] += field("test_bpb"); cnt[s]++; t = field("train_s"); if (t > tmax[s]) tmax[s] = t }
-    END { for (s in b) if (cnt[s] == n) printf "%s %s %.4f\n", s, tmax[s], b[s] / n }' | sort -n > "$dir/curve-$1-$2"
-  cat "$dir"/log-* | awk '
-    function field(name,   i) { for (i = 1; i < NF; i++) if ($i == name) return $(i+1); return "" }
-    /final:/ { fin = field("averaged_model_test_bpb"); mb += field("sent_MB"); tps += field("tokens/s"); k++ }
-    END { printf "%s %.1f %.0f\n", fin, mb / k, tps }'
+    END { for (s in b) if (cnt[s] == n) printf "%s %s %.4f\n", s, tmax[s], b[s] / n | sorted
+          close(sorted); printf "%s %.1f %.0f\n", fin, mb / k, tps }'
 }
 
 declare -A final=() sent=() rate=()

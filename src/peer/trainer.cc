@@ -208,7 +208,7 @@ TrainResult Trainer::run() {
   result.transfers.host_to_device = end_transfers.host_to_device - start_transfers.host_to_device - eval_transfers.host_to_device;
   result.transfers.device_to_host = end_transfers.device_to_host - start_transfers.device_to_host - eval_transfers.device_to_host;
   result.steps = total_steps_ - start_step_;
-  result.train_seconds = std::chrono::duration<double>(Clock::now() - start - eval_time).count();
+  result.train_seconds = secs - std::chrono::duration<double>(eval_time).count();
   result.samples_per_s = double(result.steps) * batch * source_->predictions_per_row() / std::max(secs, 1e-9);
   result.test = evaluate();
   if (hook_ && hook_->finish(*model_)) result.averaged = evaluate();
