@@ -6,8 +6,8 @@
 # only at the end, so bytes are the algorithms'.
 # Prints each run's averaged model's validation loss and bits per byte, bytes sent per peer, the
 # ratio of bytes to all-reduce's and wall time.
-# Usage: bench/diloco.sh [steps] [inner_steps] [seed]   (defaults: 400 50 1; RUNS="allreduce,1.0,0.5,bf16
-# gossip,1.0,0.5,bf16": the outer average, outer lr, outer momentum and wire of each DiLoCo run;
+# Usage: bench/diloco.sh [steps] [inner_steps] [seed]   (defaults: 400 50 1; RUNS="allreduce,1.0,0.5,int8
+# gossip,1.0,0.5,bf16": the outer average, outer lr, outer momentum and wire of each DiLoCo run, " " none;
 # ALLREDUCE="loss bpb MB s": take all-reduce's row from an earlier run instead of running it)
 # (timeout_s 300: runs may share the 2 cores with each other; a slow peer is not a dead one here)
 set -euo pipefail
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 STEPS=${1:-400}
 H=${2:-50}
 SEED=${3:-1}
-RUNS=${RUNS:-"allreduce,1.0,0.5,bf16 allreduce,0.7,0.9,bf16 allreduce,1.0,0.0,bf16 gossip,1.0,0.5,bf16"}
+RUNS=${RUNS:-"allreduce,1.0,0.5,bf16 allreduce,1.0,0.5,int8 allreduce,0.7,0.9,bf16 allreduce,1.0,0.0,bf16 gossip,1.0,0.5,bf16"}
 bash scripts/setup.sh >/dev/null
 source bench/lib.sh
 OUT=$(mktemp -d)

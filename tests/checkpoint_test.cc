@@ -216,14 +216,20 @@ TEST(CheckpointProcess, DilocoResumesWithItsOuterState) {
 }
 
 // Algorithm state in the checkpoint — CHOCO's public copies (x̂ and s), the gradient tracker
-// (its mixed value and the last gradient): a run resumed from its last checkpoint ends with the
-// uninterrupted run's models, bit for bit.
-class AlgorithmStateResume : public ::testing::TestWithParam<const char*> {};
+// (its mixed value and the last gradient), quasi-global momentum (m̂, x_last, lr_last): a run
+// resumed from its last checkpoint ends with the uninterrupted run's models, bit for bit.
+struct StateCase {
+  const char* algorithm;
+  const char* optimizer_fields;  // added to the optimizer's
+};
+class AlgorithmStateResume : public ::testing::TestWithParam<StateCase> {};
 
 TEST_P(AlgorithmStateResume, EndsWithTheUninterruptedModels) {
   TempDir dir;
   std::string text = yaml(3, dir.path() + "/c", 7, 2);
-  text.replace(text.find("{kind: gossip}"), std::string("{kind: gossip}").size(), GetParam());
+  text.replace(text.find("{kind: gossip}"), std::string("{kind: gossip}").size(), GetParam().algorithm);
+  text.replace(text.find("optimizer: {"), std::string("optimizer: {").size(),
+               std::string("optimizer: {") + GetParam().optimizer_fields);
   const std::string cfg = dir.write("run.yaml", text);
   std::vector<std::string> want;
   uninterrupted(testing::bin("gossip-launch") + " " + cfg, 3, &want);
@@ -234,10 +240,14 @@ TEST_P(AlgorithmStateResume, EndsWithTheUninterruptedModels) {
   EXPECT_EQ(final_crcs(resumed.output), want) << resumed.output;
 }
 
-INSTANTIATE_TEST_SUITE_P(Algorithms, AlgorithmStateResume,
-                         ::testing::Values("{kind: choco, compressor: top_k, ratio: 0.1}",
-                                           "{kind: gossip, gradient_tracking: true}"),
-                         [](const auto& info) { return info.index == 0 ? std::string("Choco") : std::string("GradientTracking"); });
+const StateCase kStateCases[] = {{"{kind: choco, compressor: top_k, ratio: 0.1}", ""},
+                                  {"{kind: gossip, gradient_tracking: true}", ""},
+                                  {"{kind: gossip}", "quasi_global_momentum: true, "}};
+std::string state_case_name(const ::testing::TestParamInfo<StateCase>& info) {
+  const char* names[] = {"Choco", "GradientTracking", "QuasiGlobalMomentum"};
+  return names[info.index];
+}
+INSTANTIATE_TEST_SUITE_P(Algorithms, AlgorithmStateResume, ::testing::ValuesIn(kStateCases), state_case_name);
 
 TEST(CheckpointProcess, ResumeWithoutCheckpointsIsAClearError) {
   TempDir dir;

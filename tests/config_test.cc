@@ -254,6 +254,25 @@ TEST(Config, WireDefaultsToF32AndTakesBf16ForGossip) {
   EXPECT_NE(error_of("algorithm: {kind: allreduce, wire: bf16}").find("is for gossip, push_sum and diloco"), std::string::npos);
 }
 
+TEST(Config, QuasiGlobalMomentumIsForSgdWithMomentum) {
+  EXPECT_FALSE(parse_config("optimizer: {lr: 0.1}", "t.yaml").train.optimizer.quasi_global);
+  EXPECT_TRUE(parse_config("optimizer: {quasi_global_momentum: true}", "t.yaml").train.optimizer.quasi_global);
+  EXPECT_NE(error_of("optimizer: {kind: adamw, quasi_global_momentum: true}").find("optimizer.quasi_global_momentum': is for kind: sgd"),
+            std::string::npos);
+  EXPECT_NE(error_of("optimizer: {momentum: 0, quasi_global_momentum: true}").find("needs momentum > 0"), std::string::npos);
+  EXPECT_NE(error_of("optimizer: {quasi_global_momentum: often}").find("optimizer.quasi_global_momentum"), std::string::npos);
+}
+
+TEST(Config, Int8WireIsForDilocosAllReduceAverageOnly) {
+  EXPECT_EQ(parse_config("algorithm: {kind: diloco, wire: int8}", "t.yaml").algorithm.wire, Dtype::kInt8);
+  for (const char* algorithm : {"{kind: gossip, wire: int8}", "{kind: push_sum, wire: int8}",
+                                "{kind: diloco, outer_average: gossip, wire: int8}"}) {
+    const std::string e = error_of(std::string("algorithm: ") + algorithm);
+    EXPECT_NE(e.find("algorithm.wire"), std::string::npos) << algorithm << ": " << e;
+    EXPECT_NE(e.find("int8 is for diloco's all-reduce average"), std::string::npos) << algorithm << ": " << e;
+  }
+}
+
 TEST(Config, ChocoTakesACompressorAndAConsensusStep) {
   const AlgorithmConfig d = parse_config("algorithm: choco", "t.yaml").algorithm;
   EXPECT_EQ(d.kind, Algorithm::kChoco);

@@ -178,15 +178,15 @@ TEST(PeerProcesses, ChocoFromOneInitialModelSkipsTheUncompressedRound) {
   EXPECT_LT(extra, 1.2 * 2 * kWideMB) << same.output << own.output;
 }
 
-// DiLoCo's all-reduce average in bf16 sends half the bytes of f32's and trains as well. After an
-// outer step every peer holds the same model, so the Ξ measurements there (the models'
-// fingerprints compared: Ξ = 0) and the final average send no model at all; each would add 2·3/4
-// of a model per peer otherwise.
-TEST(PeerProcesses, DilocoAveragesInBf16ForHalfTheBytes) {
+// DiLoCo's all-reduce average in bf16 sends half the bytes of f32's, in int8 a quarter (and a
+// little more: a scale per 4096 values), and trains as well. After an outer step every peer holds
+// the same model, so the Ξ measurements there (the models' fingerprints compared: Ξ = 0) and the
+// final average send no model at all; each would add 2·3/4 of a model per peer otherwise.
+TEST(PeerProcesses, DilocoAveragesInBf16AndInt8ForHalfAndAQuarterOfTheBytes) {
   TempDir dir;
   const std::string optimizer = "{lr: 0.05, momentum: 0.9, batch: 32, steps: 60}";
   std::map<std::string, double> mb;
-  for (const char* wire : {"f32", "bf16"}) {
+  for (const char* wire : {"f32", "bf16", "int8"}) {
     const std::string algorithm = std::string("{kind: diloco, inner_steps: 10, outer_average: allreduce, wire: ") + wire + "}";
     const auto r = launch(dir, wide(config(4, "ring", algorithm, "consensus_every: 10\n", optimizer)));
     expect_all_trained(r, 4, 0.9);
@@ -203,6 +203,8 @@ TEST(PeerProcesses, DilocoAveragesInBf16ForHalfTheBytes) {
   EXPECT_LT(mb["f32"], 1.05 * 6 * 1.5 * kWideMB) << mb["f32"];
   EXPECT_LT(mb["bf16"], 0.55 * mb["f32"]) << mb["bf16"] << " vs " << mb["f32"];
   EXPECT_GT(mb["bf16"], 0.45 * mb["f32"]) << mb["bf16"] << " vs " << mb["f32"];
+  EXPECT_LT(mb["int8"], 0.28 * mb["f32"]) << mb["int8"] << " vs " << mb["f32"];
+  EXPECT_GT(mb["int8"], 0.22 * mb["f32"]) << mb["int8"] << " vs " << mb["f32"];
 }
 
 // The last progress line's Ξ averages the models at the last step; the run's end takes that
@@ -229,6 +231,19 @@ TEST(PeerProcesses, GradientTrackingTrainsSendingTwiceGossipsBytes) {
   expect_all_trained(r, 4, 0.9);
   EXPECT_GT(sent(r), 1.5 * sent(gossip)) << r.output;
   EXPECT_LT(sent(r), 2.5 * sent(gossip)) << r.output;
+}
+
+// Quasi-global momentum changes the optimiser only: gossip's bytes, and the run trains to one
+// model — not the same one as plain momentum's.
+TEST(PeerProcesses, QuasiGlobalMomentumTrainsWithGossipsBytes) {
+  TempDir dir;
+  const auto gossip = launch(dir, config(4, "ring", "gossip"));
+  expect_all_trained(gossip, 4, 0.9);
+  const auto r = launch(dir, config(4, "ring", "gossip", "",
+                                    "{lr: 0.05, momentum: 0.9, quasi_global_momentum: true, batch: 32, epochs: 2}"));
+  expect_all_trained(r, 4, 0.9);
+  EXPECT_NEAR(sent(r), sent(gossip), 0.02 * sent(gossip)) << r.output;
+  EXPECT_NE(testing::crcs_in(r.output), testing::crcs_in(gossip.output)) << r.output;
 }
 
 // Gossip-PGA: Ξ is 0 (to float rounding) right after every H-th step, and not in between.
@@ -427,12 +442,14 @@ TEST(Launcher, PeersEndingWithDifferentModelsFailTheRun) {
             std::string::npos) << r.output;
 }
 
-// One failing peer: the launcher stops the others at once and exits non-zero.
+// One failing peer: the launcher stops the others at once and exits non-zero. It fails 2 s in,
+// when the others have started (a started peer takes SIGTERM as "leave at the next step", and
+// those waiting for its messages never reach one: the launcher kills them after a grace period).
 TEST(Launcher, OneFailingPeerStopsTheRun) {
   TempDir dir;
   const std::string wrapper = dir.write(
-      "peer.sh", "#!/bin/sh\n[ \"$4\" = 2 ] && { echo 'simulated failure'; exit 3; }\nexec " + testing::bin("gossip-peer") +
-                     " \"$@\"\n");
+      "peer.sh", "#!/bin/sh\n[ \"$4\" = 2 ] && { sleep 2; echo 'simulated failure'; exit 3; }\nexec " +
+                     testing::bin("gossip-peer") + " \"$@\"\n");
   ::chmod(wrapper.c_str(), 0755);
   auto r = run_command(testing::bin("gossip-launch") + " " +
                            dir.write("run.yaml", config(4, "ring", "{kind: gossip, timeout_s: 60}")) + " --peer " + wrapper,

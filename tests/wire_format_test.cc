@@ -192,9 +192,9 @@ TEST(WireFormat, Bf16PayloadsAreForMixingMessagesOnly) {
   EXPECT_NE(validate_header(buf, kHeaderBytes, 6, &d).value_or("").find("outside a vector"), std::string::npos);
 }
 
-// CHOCO's compressed chunks: 4-byte words in gossip messages only; the header checks only that
+// CHOCO's compressed chunks: 4-byte words in gossip messages only (int8 in all-reduces too); the header checks only that
 // the chunk starts inside the vector (its span is in the payload, for the decoder to check).
-TEST(WireFormat, CompressedPayloadsAreWordsInGossipMessagesOnly) {
+TEST(WireFormat, CompressedPayloadsAreWordsInGossipAndInt8AllReduceMessagesOnly) {
   Header h = sample();
   h.kind = MessageKind::kGossip;
   h.dtype = Dtype::kTopK;
@@ -222,8 +222,17 @@ TEST(WireFormat, CompressedPayloadsAreWordsInGossipMessagesOnly) {
     EXPECT_NE(validate_header(buf, kHeaderBytes, h.payload_bytes, &d).value_or("").find("top-k values in a"),
               std::string::npos);
   }
+  h.dtype = Dtype::kInt8;  // int8 also travels in all-reduces (DiLoCo's average), nowhere else
+  for (MessageKind kind : {MessageKind::kReduceScatter, MessageKind::kAllGather, MessageKind::kGossip}) {
+    h.kind = kind;
+    encode_header(h, buf);
+    EXPECT_EQ(validate_header(buf, kHeaderBytes, h.payload_bytes, &d), std::nullopt) << kind_name(kind);
+  }
+  h.kind = MessageKind::kPushSum;
+  encode_header(h, buf);
+  EXPECT_NE(validate_header(buf, kHeaderBytes, h.payload_bytes, &d).value_or("").find("int8 values in a push-sum"),
+            std::string::npos);
   h.kind = MessageKind::kGossip;
-  h.dtype = Dtype::kInt8;
   h.payload_bytes = 6;
   encode_header(h, buf);
   EXPECT_EQ(validate_header(buf, kHeaderBytes, 6, &d).value_or(""), "payload is not a whole number of 4-byte words (int8 chunk)");

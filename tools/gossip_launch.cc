@@ -177,6 +177,11 @@ void forward_output(std::vector<Child>& children) {
 int supervise(std::vector<Child>& children) {
   int failed = 0, forwarded = 0;
   bool stopping = false;
+  // A started peer takes SIGTERM as "leave at the next step"; one waiting for a failed peer's
+  // messages never gets there (it would wait out timeout_s), so after a failure the peers still
+  // running when the grace period ends are killed.
+  constexpr double kStopGraceS = 10;
+  double kill_at = -1;
   auto stop_all = [&](int sig) {
     for (auto& c : children)
       if (c.running) ::kill(c.pid, sig);
@@ -207,6 +212,12 @@ int supervise(std::vector<Child>& children) {
       stop_all(g_signal);
       stopping = true;
     }
+    if (kill_at >= 0 && seconds_since_start() > kill_at) {
+      say("gossip-launch: peers still running " + std::to_string(static_cast<int>(kStopGraceS)) +
+          " s after the stop: killing them");
+      stop_all(SIGKILL);
+      kill_at = -1;
+    }
     forward_output(children);
     if (g_view) g_view->render(seconds_since_start());
     // Reap whoever exited. A peer that fails with an error code (a bad config, a bind failure)
@@ -219,6 +230,7 @@ int supervise(std::vector<Child>& children) {
         say("gossip-launch: stopping the other peers");
         stop_all(SIGTERM);
         stopping = true;
+        kill_at = seconds_since_start() + kStopGraceS;
       }
     }
   }

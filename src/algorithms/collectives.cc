@@ -176,12 +176,15 @@ void RingAllReduce::sum(float* x, size_t n, Dtype wire) {
   const uint64_t seq = sequence_++;
   if (p == 1) return;
   if (wire == Dtype::kBf16) rounded_.resize(n);
+  if (wire == Dtype::kInt8) int8_words_.resize(p);
   // Reduce-scatter: after p−1 steps this peer holds the full sum of segment r+1.
   ring_phase(x, n, wire, MessageKind::kReduceScatter, seq);
-  if (wire == Dtype::kBf16) {  // keep what the others will receive of our finished segment
-    const int own = (r + 1) % p;
+  const int own = (r + 1) % p;  // keep what the others will receive of our finished segment
+  if (wire == Dtype::kBf16) {
     const size_t begin = segment_begin(n, own, p), end = segment_begin(n, own + 1, p);
     for (size_t i = begin; i < end; ++i) x[i] = kernels::from_bf16(kernels::to_bf16(x[i]));
+  } else if (wire == Dtype::kInt8) {
+    encode_int8(x, n, own, seq, true);
   }
   // All-gather: pass the finished segments around the ring.
   ring_phase(x, n, wire, MessageKind::kAllGather, seq);
@@ -202,6 +205,12 @@ void RingAllReduce::ring_phase(float* x, size_t n, Dtype wire, MessageKind kind,
   for (int s = 0; s < p - 1; ++s) {
     const int send_seg = gather ? mod(r + 1 - s) : mod(r - s), recv_seg = gather ? mod(r - s) : mod(r - s - 1);
     const VectorRef ref{kind, seq, static_cast<uint32_t>(s), wire};
+    if (wire == Dtype::kInt8) {
+      if (!gather) encode_int8(x, n, send_seg, seq, false);
+      send_int8(ref, send_seg, n, guard.owner());
+      receive_int8(x, n, ref, recv_seg);
+      continue;
+    }
     const size_t b = seg_begin(send_seg);
     const void* out = x + b;
     if (bf16) {
@@ -223,6 +232,90 @@ void RingAllReduce::ring_phase(float* x, size_t n, Dtype wire, MessageKind kind,
       throw Error("peer " + std::to_string(r), t_->describe(prev) + " sent NaN or Inf into the global average");
   }
   guard.wait_released(timeout_s_, "peer " + std::to_string(r));
+}
+
+void RingAllReduce::encode_int8(float* x, size_t n, int seg, uint64_t seq, bool keep) {
+  const int p = t_->size();
+  const size_t begin = segment_begin(n, seg, p), end = segment_begin(n, seg + 1, p);
+  std::vector<std::vector<uint32_t>>& words = int8_words_[seg];
+  words.resize(std::max<size_t>(1, (end - begin + int8_block_ - 1) / int8_block_));  // an empty segment: one chunk
+  int8_decoded_.resize(std::min(int8_block_, end - begin));
+  size_t pos = begin;
+  for (std::vector<uint32_t>& chunk : words) {
+    const size_t span = std::min(int8_block_, end - pos);
+    const SpanKey key{seq, static_cast<uint32_t>(t_->rank()), pos};
+    compress(int8_, key, x + pos, static_cast<uint32_t>(span), &chunk, int8_decoded_.data(), &int8_scratch_);
+    if (keep) std::copy(int8_decoded_.begin(), int8_decoded_.begin() + static_cast<std::ptrdiff_t>(span), x + pos);
+    pos += span;
+  }
+}
+
+void RingAllReduce::send_int8(const VectorRef& ref, int seg, size_t n, const Owner& owner) {
+  const int p = t_->size(), next = (t_->rank() + 1) % p;
+  size_t pos = segment_begin(n, seg, p);
+  for (const std::vector<uint32_t>& chunk : int8_words_[seg]) {
+    OutMessage m;
+    m.header.kind = ref.kind;
+    m.header.round = ref.round;
+    m.header.tag = ref.tag;
+    m.header.total_floats = n;
+    m.header.offset = pos;
+    m.header.dtype = Dtype::kInt8;
+    m.data = chunk.data();
+    m.count = chunk.size();
+    m.owner = owner;
+    t_->send_to_each({next}, m);
+    pos += chunk[0];  // its span
+  }
+}
+
+void RingAllReduce::receive_int8(float* x, size_t n, const VectorRef& ref, int seg) {
+  const int p = t_->size(), prev = (t_->rank() + p - 1) % p;
+  const size_t begin = segment_begin(n, seg, p), end = segment_begin(n, seg + 1, p);
+  const bool gather = ref.kind == MessageKind::kAllGather;
+  const std::string me = "peer " + std::to_string(t_->rank());
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
+  std::vector<std::vector<uint32_t>>& kept = int8_words_[seg];
+  size_t pos = begin, chunks = 0;
+  do {
+    std::optional<InMessage> m = t_->receive({ref.kind, prev, ref.round, ref.tag}, deadline);
+    if (!m)
+      throw PeerLost(me, "no " + kind_name(ref.kind) + " message from " + t_->describe(prev) + " for round " +
+                             std::to_string(ref.round) + " within " + std::to_string(timeout_s_) +
+                             " s: the neighbour is dead, hung or far behind");
+    if (!m->verified && !checksum_matches(m->header, m->data, m->bytes())) {
+      log(me, ": dropped a ", kind_name(ref.kind), " chunk claiming to be from ", t_->describe(prev), ": checksum mismatch");
+      continue;
+    }
+    if (m->header.dtype != Dtype::kInt8)
+      throw Error(me, t_->describe(prev) + " sends " + kind_name(ref.kind) + " values as " +
+                          dtype_name(m->header.dtype) + " but this peer expects int8: the peers' algorithm.wire settings differ");
+    const auto* words = reinterpret_cast<const uint32_t*>(m->data);
+    std::optional<std::string> problem;
+    if (m->header.offset != pos || m->header.total_floats != n)
+      problem = "expected a chunk at " + std::to_string(pos) + " of a vector of " + std::to_string(n);
+    else
+      problem = int8_chunk_.parse(int8_, {ref.round, static_cast<uint32_t>(prev), pos}, words, m->count, n);
+    const size_t span = int8_chunk_.span();
+    if (!problem && (span > end - pos || (span == 0 && pos < end)))
+      problem = "a span of " + std::to_string(span) + " where the segment has " + std::to_string(end - pos) + " left";
+    if (problem) {
+      log(me, ": dropped a ", kind_name(ref.kind), " chunk claiming to be from ", t_->describe(prev), ": ", *problem);
+      continue;
+    }
+    double sum_squares = 0;
+    if (!int8_chunk_.finite(&sum_squares))
+      throw Error(me, t_->describe(prev) + " sent NaN or Inf into the global average");
+    if (gather) {  // x takes the decoded values (0 + q = q), and the chunk is kept to forward
+      std::fill(x + pos, x + pos + span, 0.0f);
+      if (chunks == kept.size()) kept.emplace_back();
+      kept[chunks++].assign(words, words + m->count);
+    }
+    int8_chunk_.add_to(1.0f, x + pos);
+    pos += span;
+  } while (pos < end);
+  if (gather) kept.resize(chunks);
 }
 
 void RingAllReduce::average(float* x, size_t n, Dtype wire) {

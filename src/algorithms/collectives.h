@@ -2,11 +2,13 @@
 // ring all-reduce (reduce-scatter + all-gather) the peers run among themselves — no server.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <memory>
 #include <vector>
 
+#include "algorithms/compressor.h"
 #include "transport/transport.h"
 
 namespace gossip::peer {
@@ -113,13 +115,20 @@ class ChunkReader {
 
 class RingAllReduce {
  public:
-  RingAllReduce(Transport& transport, size_t chunk_floats, double timeout_s)
-      : t_(&transport), chunk_floats_(chunk_floats), timeout_s_(timeout_s) {}
+  // `seed`: the run's seed, from which the int8 wire draws its stochastic rounding.
+  RingAllReduce(Transport& transport, size_t chunk_floats, double timeout_s, uint64_t seed = 1)
+      : t_(&transport), chunk_floats_(std::max<size_t>(1, chunk_floats)), timeout_s_(timeout_s),
+        int8_block_(std::min(chunk_floats_, kInt8Block)), int8_{Dtype::kInt8, 0, seed} {}
+  // int8 wire: values per scale (and per message), unless chunk_floats is smaller.
+  static constexpr size_t kInt8Block = 4096;
   // x ← Σ_peers x, in place. Every peer must call it with the same n and wire, in the same order.
   // The result is bitwise identical on every peer. wire = bf16: every value travels rounded to
   // bfloat16 (half the bytes): each partial sum is rounded on its way round the ring (p − 1
   // roundings in the reduce-scatter) and the owner of a finished segment rounds it once more and
-  // keeps the rounded value too, so every peer still holds the same result.
+  // keeps the rounded value too, so every peer still holds the same result. wire = int8 (a quarter
+  // of the bytes): the same with each block of kInt8Block values quantised to int8 with its own
+  // scale (max |v| / 127) and unbiased stochastic rounding drawn from (seed, call, sender,
+  // offset); in the all-gather each peer forwards the owner's int8 chunks as they came.
   void sum(float* x, size_t n, Dtype wire = Dtype::kF32);
   // x ← (1/n_peers)·Σ_peers x.
   void average(float* x, size_t n, Dtype wire = Dtype::kF32);
@@ -129,12 +138,26 @@ class RingAllReduce {
   // folding segment recv_seg(s) from the previous one (added in the reduce-scatter, copied in the
   // all-gather).
   void ring_phase(float* x, size_t n, Dtype wire, MessageKind kind, uint64_t seq);
+  // int8 wire: quantises segment `seg` of x into int8_words_[seg], chunk by chunk; `keep`: x takes
+  // the values the receivers will decode.
+  void encode_int8(float* x, size_t n, int seg, uint64_t seq, bool keep);
+  // Sends int8_words_[seg] to the next peer.
+  void send_int8(const VectorRef& ref, int seg, size_t n, const Owner& owner);
+  // Receives segment `seg` from the previous peer: added to x (reduce-scatter), or written into x
+  // and its chunks kept in int8_words_[seg] to forward (all-gather).
+  void receive_int8(float* x, size_t n, const VectorRef& ref, int seg);
 
   Transport* t_;  // owned by the peer's Node (or a test), outlives every algorithm object
   size_t chunk_floats_;
   double timeout_s_;
+  size_t int8_block_;
   uint64_t sequence_ = 0;  // collective number: matches messages of the same call across peers
   std::vector<uint16_t> rounded_;  // bf16 wire: the values being sent, released within each phase
+  Compressor int8_;                // int8 wire: the quantiser
+  std::vector<std::vector<std::vector<uint32_t>>> int8_words_;  // [segment][chunk]: its encoded chunks
+  std::vector<float> int8_decoded_;
+  std::vector<uint32_t> int8_scratch_;
+  CompressedChunk int8_chunk_;
 };
 
 }  // namespace gossip::peer

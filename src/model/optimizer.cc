@@ -44,25 +44,66 @@ double clip_gradients(Model& model, double max_norm) {
 
 Sgd::Sgd(Model& model, OptimizerConfig config)
     : model_(&model), config_(config), velocity_(model.backend(), model.num_params()) {
+  if (config_.quasi_global) {
+    global_momentum_ = kernels::DeviceArray<float>(model.backend(), model.num_params());
+    last_params_ = kernels::DeviceArray<float>(model.backend(), model.num_params());
+  }
   reset();
 }
 
-void Sgd::reset() { model_->backend().fill(velocity_.get(), 0.0f, model_->num_params()); }
+void Sgd::reset() {
+  model_->backend().fill(velocity_.get(), 0.0f, model_->num_params());
+  if (config_.quasi_global) model_->backend().fill(global_momentum_.get(), 0.0f, model_->num_params());
+  last_lr_ = 0;
+}
+
+void Sgd::quasi_global_momentum(double lr) {
+  kernels::Backend& b = model_->backend();
+  const size_t n = model_->num_params();
+  float* x = model_->params();
+  float* last = last_params_.get();
+  float* m = global_momentum_.get();
+  const auto mu = static_cast<float>(config_.momentum);
+  if (last_lr_ > 0) {
+    b.axpy(n, -1.0f, x, last);  // x_last − x: the last step's own update and mix together
+    b.scale(n, mu, m);
+    b.axpy(n, static_cast<float>((1.0 - config_.momentum) / last_lr_), last, m);
+  }
+  b.fill(velocity_.get(), 0.0f, n);  // v ← m̂
+  b.axpy(n, 1.0f, m, velocity_.get());
+  b.fill(last, 0.0f, n);  // x_last ← x
+  b.axpy(n, 1.0f, x, last);
+  last_lr_ = static_cast<float>(lr);
+}
 
 void Sgd::step(double lr) {
   clip_gradients(*model_, config_.clip_norm);
+  if (config_.quasi_global) quasi_global_momentum(lr);
   model_->backend().sgd_update(model_->params(), model_->grads(), velocity_.get(), model_->num_params(),
                                static_cast<float>(lr), static_cast<float>(config_.momentum),
                                static_cast<float>(config_.weight_decay), config_.nesterov);
 }
 
 std::vector<float> Sgd::save_state() const {
-  return download(model_->backend(), velocity_.get(), model_->num_params());
+  const size_t n = model_->num_params();
+  std::vector<float> state = download(model_->backend(), velocity_.get(), n);
+  if (!config_.quasi_global) return state;
+  for (const float* p : {global_momentum_.get(), last_params_.get()}) {
+    const std::vector<float> part = download(model_->backend(), p, n);
+    state.insert(state.end(), part.begin(), part.end());
+  }
+  state.push_back(last_lr_);
+  return state;
 }
 
 void Sgd::restore_state(const std::vector<float>& state, const std::string& source) {
-  expect_size(state, model_->num_params(), "SGD", source);
-  model_->backend().upload(velocity_.get(), state.data(), state.size() * sizeof(float));
+  const size_t n = model_->num_params();
+  expect_size(state, config_.quasi_global ? 3 * n + 1 : n, config_.quasi_global ? "quasi-global SGD" : "SGD", source);
+  model_->backend().upload(velocity_.get(), state.data(), n * sizeof(float));
+  if (!config_.quasi_global) return;
+  model_->backend().upload(global_momentum_.get(), state.data() + n, n * sizeof(float));
+  model_->backend().upload(last_params_.get(), state.data() + 2 * n, n * sizeof(float));
+  last_lr_ = state.back();
 }
 
 AdamW::AdamW(Model& model, OptimizerConfig config)

@@ -29,6 +29,7 @@ struct OptimizerConfig {
   double eps = 1e-8;          // AdamW: added to the root of the second moment
   double clip_norm = 0;       // > 0: gradients are scaled so that their global L2 norm is at most this
   double label_smoothing = 0;  // the training loss's target: (1 − s)·onehot + s/classes (Model::set_label_smoothing)
+  bool quasi_global = false;   // SGD: quasi-global momentum (Sgd below)
 };
 
 class Optimizer {
@@ -48,18 +49,28 @@ std::unique_ptr<Optimizer> make_optimizer(Model& model, const OptimizerConfig& c
 // max_norm <= 0); returns the norm before clipping (0 when not computed).
 double clip_gradients(Model& model, double max_norm);
 
+// SGD with momentum. With config.quasi_global (QG-DSGDm, Lin, Karimireddy, Stich & Jaggi 2021)
+// the momentum is rebuilt before every step from how the model itself moved since the last step
+// — its own update and the gossip mix together, so the neighbours' directions are in it — instead
+// of from this peer's gradients alone, which on skewed shards point the wrong way:
+//     m̂ ← μ·m̂ + (1 − μ)·(x_last − x)/lr_last;   v ← m̂;   then the SGD step (v = μ·v + g, ...).
 class Sgd final : public Optimizer {
  public:
   Sgd(Model& model, OptimizerConfig config);
   void step(double lr) override;
   void reset() override;
-  std::vector<float> save_state() const override;  // the momentum buffer
+  // The momentum buffer; quasi-global: then m̂, x_last and lr_last (3·params + 1 values).
+  std::vector<float> save_state() const override;
   void restore_state(const std::vector<float>& state, const std::string& source) override;
 
  private:
+  void quasi_global_momentum(double lr);
+
   Model* model_;  // owned by the trainer, outlives the optimizer
   OptimizerConfig config_;
   kernels::DeviceArray<float> velocity_;
+  kernels::DeviceArray<float> global_momentum_, last_params_;  // quasi-global: m̂, x_last
+  float last_lr_ = 0;  // quasi-global: the last step's lr (a float: checkpoints keep it exactly); 0: x_last unset
 };
 
 // Loshchilov & Hutter's AdamW as PyTorch computes it: w ← w·(1 − lr·wd); m ← β1·m + (1−β1)·g;

@@ -225,7 +225,7 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
     r.read_number("indirect_probes", a.indirect_probes, 0, 64);
     r.read_number("chunk_bytes", a.chunk_bytes, 4096, 1 << 30);
     r.read_number("max_norm_ratio", a.max_norm_ratio, 0, 1e30);
-    r.read_choice("wire", a.wire, {{"f32", Dtype::kF32}, {"bf16", Dtype::kBf16}});
+    r.read_choice("wire", a.wire, {{"f32", Dtype::kF32}, {"bf16", Dtype::kBf16}, {"int8", Dtype::kInt8}});
     r.read("single_copy", a.single_copy, "true or false");
     r.read_number("inner_steps", a.inner_steps, 1, 1e9);
     r.read_number("outer_lr", a.outer_lr, 0, 100);
@@ -260,6 +260,9 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
       if (a.wire != Dtype::kF32 && !lossy_ok)
         top.fail(node["wire"], "wire: " + dtype_name(a.wire) +
                                    " is for gossip, push_sum and diloco's average (model all-reduces stay f32)", "algorithm.wire");
+      if (a.wire == Dtype::kInt8 && (k != Algorithm::kDiloco || a.outer_average != OuterAverage::kAllReduce))
+        top.fail(node["wire"], "wire: int8 is for diloco's all-reduce average (int8 gossip is kind: choco, compressor: int8)",
+                 "algorithm.wire");
       return;
     }
   top.fail(node, "unknown algorithm '" + kind + "' (valid: none, gossip, push_sum, local_sgd, allreduce, diloco, choco)", "algorithm");

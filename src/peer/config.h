@@ -46,7 +46,8 @@ struct AlgorithmConfig {
   int indirect_probes = 3;            // others asked about a silent member before it is suspected (0: none)
   int64_t chunk_bytes = 1 << 20;      // payload frames are at most this large
   double max_norm_ratio = 10;         // gossip: a neighbour's values this many times our norm are not mixed (0 = off)
-  Dtype wire = Dtype::kF32;           // gossip, push-sum: values travel as f32 (exact) or bf16 (half the bytes)
+  Dtype wire = Dtype::kF32;           // values travel as f32 (exact), bf16 (half the bytes; gossip, push-sum,
+                                      // diloco) or int8 (a quarter; diloco's all-reduce average)
   // Peers on one host copy each other's vectors straight out of the sender's memory
   // (process_vm_readv): one copy instead of the socket's two, and no checksum pass. Where a
   // neighbour cannot be read (another host, no ptrace permission) its values come over the socket.

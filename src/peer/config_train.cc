@@ -108,6 +108,7 @@ void parse_train(MapReader& top, RunConfig& cfg) {
   o.read_choice("kind", t.optimizer.kind, {{"sgd", model::OptimizerKind::kSgd}, {"adamw", model::OptimizerKind::kAdamW}});
   o.read_number("momentum", t.optimizer.momentum, 0, 0.9999);
   o.read("nesterov", t.optimizer.nesterov, "true or false");
+  o.read("quasi_global_momentum", t.optimizer.quasi_global, "true or false");
   o.read_number("weight_decay", t.optimizer.weight_decay, 0, 1);
   o.read_number("beta1", t.optimizer.beta1, 0, 0.9999999);
   o.read_number("beta2", t.optimizer.beta2, 0, 0.9999999);
@@ -135,6 +136,11 @@ void parse_train(MapReader& top, RunConfig& cfg) {
     if (!parsed) o.fail(s, "'" + kind + "' is not one of constant, step, cosine", "schedule");
     t.schedule.kind = *parsed;
   }
+  if (t.optimizer.quasi_global && t.optimizer.kind != model::OptimizerKind::kSgd)
+    o.fail(o.get("quasi_global_momentum"), "is for kind: sgd (AdamW has no heavy-ball momentum to rebuild)",
+           "quasi_global_momentum");
+  if (t.optimizer.quasi_global && t.optimizer.momentum <= 0)
+    o.fail(o.get("quasi_global_momentum"), "needs momentum > 0", "quasi_global_momentum");
   o.finish();
 }
 

@@ -19,7 +19,8 @@ DecentralizedHook::DecentralizedHook(const RunConfig& config, Transport& transpo
       log_every_(config.log_every),
       t_(&transport),
       floats_(floats),
-      allreduce_(transport, static_cast<size_t>(config.algorithm.chunk_bytes) / sizeof(float), config.algorithm.timeout_s),
+      seed_(config.seed),
+      allreduce_(new_allreduce()),
       membership_(membership) {
   const size_t chunk = static_cast<size_t>(algo_.chunk_bytes) / sizeof(float);
   const bool diloco_gossip = algo_.kind == Algorithm::kDiloco && algo_.outer_average == OuterAverage::kGossip;
@@ -35,6 +36,10 @@ DecentralizedHook::DecentralizedHook(const RunConfig& config, Transport& transpo
   if (algo_.kind == Algorithm::kPushSum)
     push_sum_.emplace(transport, config.topology, floats, chunk, algo_.timeout_s, algo_.overlap, algo_.max_staleness,
                       algo_.wire);
+}
+
+RingAllReduce DecentralizedHook::new_allreduce() const {
+  return RingAllReduce(*t_, static_cast<size_t>(algo_.chunk_bytes) / sizeof(float), algo_.timeout_s, seed_);
 }
 
 float* DecentralizedHook::host_params(model::Model& model) {
@@ -201,7 +206,7 @@ void DecentralizedHook::change_view(int64_t round, model::Model& model) {
   resume_round_ = std::max(resume_round_, change->resume_round);
   reshard_ = true;
   final_mean_ready_ = false;
-  allreduce_ = RingAllReduce(*t_, static_cast<size_t>(algo_.chunk_bytes) / sizeof(float), algo_.timeout_s);
+  allreduce_ = new_allreduce();
   float* x = host_params(model);
   if (push_sum_ && push_sum_started_) {
     push_sum_->drain_discard();
@@ -231,7 +236,7 @@ void DecentralizedHook::change_view(int64_t round, model::Model& model) {
 void DecentralizedHook::rejoin(const std::string& why, model::Model& model) {
   const Welcome w = membership_->rejoin(why);
   if (w.round >= total_steps_) throw CutOff("peer " + std::to_string(w.id), why + "; the run has ended");
-  allreduce_ = RingAllReduce(*t_, static_cast<size_t>(algo_.chunk_bytes) / sizeof(float), algo_.timeout_s);
+  allreduce_ = new_allreduce();
   if (push_sum_ && push_sum_started_) push_sum_->drain_discard();
   membership_->suspend_interrupts(true);
   receive_start_model(model, w.view.rank_of(w.contact_id), w.round);

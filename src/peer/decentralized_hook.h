@@ -64,6 +64,7 @@ class DecentralizedHook final : public StepHook {
   std::string membership_problem();
 
  private:
+  RingAllReduce new_allreduce() const;         // for the current view, its collective numbers from 0
   float* host_params(model::Model& model);     // the model's buffer on the host (downloads for CUDA)
   void store_params(model::Model& model);      // uploads host_ back when the model is on a device
   void global_average(float* x, Dtype wire = Dtype::kF32);
@@ -93,6 +94,7 @@ class DecentralizedHook final : public StepHook {
   int log_every_;
   Transport* t_;  // owned by the peer's Node (or a test), outlives the hook
   size_t floats_;
+  uint64_t seed_;  // the run's seed (the int8 all-reduce's rounding)
   RingAllReduce allreduce_;
   std::optional<GossipStep> gossip_;
   std::optional<PushSumStep> push_sum_;

@@ -297,8 +297,10 @@ std::optional<std::string> validate_header(const void* header, size_t header_byt
   if (h.dtype != Dtype::kF32 && !mixing)
     return dtype_name(h.dtype) + " values in a " + kind_name(h.kind) +
            " message (only gossip, push-sum and all-reduce messages carry them)";
-  if (is_compressed(h.dtype) && h.kind != MessageKind::kGossip)
-    return dtype_name(h.dtype) + " values in a " + kind_name(h.kind) + " message (only CHOCO's gossip carries them)";
+  const bool all_reduce = h.kind == MessageKind::kReduceScatter || h.kind == MessageKind::kAllGather;
+  if (is_compressed(h.dtype) && h.kind != MessageKind::kGossip && !(h.dtype == Dtype::kInt8 && all_reduce))
+    return dtype_name(h.dtype) + " values in a " + kind_name(h.kind) +
+           " message (only CHOCO's gossip carries them, and all-reduces int8)";
   if (payload_bytes % element_bytes(h.dtype) != 0)
     return "payload is not a whole number of " +
            (is_compressed(h.dtype) ? "4-byte words (" + dtype_name(h.dtype) + " chunk)" : dtype_name(h.dtype) + " values");

@@ -71,7 +71,8 @@ LentRef decode_lent_ref(const uint8_t* in);
 // float32. CHOCO-SGD's gossip messages may instead carry a compressed span of values
 // (algorithms/compressor.h): 4-byte words, the first saying how many values of the vector the
 // chunk covers from header.offset (the header's own bounds check covers only offset; the
-// decoder checks the span and the rest after the checksum).
+// decoder checks the span and the rest after the checksum). The ring all-reduce's messages may
+// carry int8 chunks (DiLoCo's average with wire: int8).
 enum class Dtype : uint32_t {
   kF32 = 0,
   kBf16 = 1,
