@@ -92,12 +92,14 @@ TEST(PythonPeer, FourPeersMixATorchModel) {
 }
 
 // A Python peer joins a running run of 2 C++ peers (an MLP 32-256-256-2: 74,754 parameters,
-// slowed so that the run is still going when the joiner is up): it receives the run's model into its buffer, mixes until the end, and the 3 end
-// with one model; a buffer of another size is refused by the members.
+// slowed so that the run is still going when the joiner is up): it receives the run's model into
+// its buffer, mixes until the end, and the 3 end with one model; a buffer of another size is
+// refused by the members. The slowed steps take 50× the machine's compute (~0.15 s on a 2-core
+// Xeon, twice that beside another test), so the run is 300 steps and the joiner has 240 s.
 TEST(PythonPeer, JoinsARunningCppRun) {
   SKIP_WITHOUT_MODULE();
   testing::TempDir dir;
-  const int steps = 600;
+  const int steps = 300;
   const std::string yaml = dir.write(
       "run.yaml", "seed: 3\ndevice: cpu\nthreads: 1\nlog_every: 50\npeers: {count: 2, host: 127.0.0.1, base_port: 0}\n"
                   "topology: ring\nalgorithm: {kind: gossip, dead_after_s: 2}\nmodel: {hidden: [256, 256]}\n"
@@ -113,8 +115,8 @@ TEST(PythonPeer, JoinsARunningCppRun) {
   EXPECT_NE(wrong.exit_code, 0) << wrong.output;
   EXPECT_NE(wrong.output.find("RuntimeError"), std::string::npos) << wrong.output;
   const auto joined = run_command(with_module(kPython + " " + script + " " + yaml + " " + contact + " 74754 " +
-                                              std::to_string(steps)), 120);
-  const std::string out = testing::wait_for_text(dir.path() + "/run.log", "peers succeeded", 120);
+                                              std::to_string(steps)), 240);
+  const std::string out = testing::wait_for_text(dir.path() + "/run.log", "peers succeeded", 240);
   ASSERT_EQ(joined.exit_code, 0) << joined.output << out;
   const std::vector<double> norm = testing::capture_all(joined.output, R"(received norm ([0-9.e+-]+))");
   ASSERT_EQ(norm.size(), 1u) << joined.output;
