@@ -5,7 +5,7 @@
 # peers' own test accuracies, the averaged model's, bytes sent per peer and wall time, and which
 # share of the gap between plain gossip and all-reduce each remedy closes (own models and
 # averaged model).
-# Usage: bench/gradient_tracking.sh [seed]
+# Usage: bench/gradient_tracking.sh [seed]   (QGM=0: only gossip, tracking and all-reduce)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SEED=${1:-1}
@@ -27,16 +27,20 @@ run() {  # $1 name, $2 algorithm, $3 optimizer fields to add; prints "own_mean a
 QGM="quasi_global_momentum: true, "
 read -r go ga gm gw <<< "$(run gossip "{kind: gossip}")"
 read -r to ta tm tw <<< "$(run tracking "{kind: gossip, gradient_tracking: true}")"
-read -r qo qa qm qw <<< "$(run qgm "{kind: gossip}" "$QGM")"
-read -r bo ba bm bw <<< "$(run both "{kind: gossip, gradient_tracking: true}" "$QGM")"
+if [[ ${QGM:-1} != 0 ]]; then
+  read -r qo qa qm qw <<< "$(run qgm "{kind: gossip}" "$QGM")"
+  read -r bo ba bm bw <<< "$(run both "{kind: gossip, gradient_tracking: true}" "$QGM")"
+fi
 read -r ao aa am aw <<< "$(run allreduce "{kind: allreduce}")"
 closed() { awk -v g="$1" -v t="$2" -v a="$3" 'BEGIN{ if (a == g) print "—"; else printf "%.0f %%", 100 * (t - g) / (a - g) }'; }
 echo "| 8 peers, ring, Dirichlet(0.1), seed $SEED | own models' mean acc | averaged model acc | MB sent/peer | wall s | gap closed (own / averaged) |"
 echo "|---|---|---|---|---|---|"
 echo "| gossip | $go | $ga | $gm | $gw | |"
 echo "| gossip + gradient tracking | $to | $ta | $tm | $tw | $(closed "$go" "$to" "$ao") / $(closed "$ga" "$ta" "$aa") |"
-echo "| gossip + quasi-global momentum | $qo | $qa | $qm | $qw | $(closed "$go" "$qo" "$ao") / $(closed "$ga" "$qa" "$aa") |"
-echo "| gossip + tracking + quasi-global momentum | $bo | $ba | $bm | $bw | $(closed "$go" "$bo" "$ao") / $(closed "$ga" "$ba" "$aa") |"
+if [[ ${QGM:-1} != 0 ]]; then
+  echo "| gossip + quasi-global momentum | $qo | $qa | $qm | $qw | $(closed "$go" "$qo" "$ao") / $(closed "$ga" "$qa" "$aa") |"
+  echo "| gossip + tracking + quasi-global momentum | $bo | $ba | $bm | $bw | $(closed "$go" "$bo" "$ao") / $(closed "$ga" "$ba" "$aa") |"
+fi
 echo "| all-reduce every step | $ao | $aa | $am | $aw | |"
 echo
 machine_line

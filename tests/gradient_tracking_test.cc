@@ -1,5 +1,5 @@
-// Gradient tracking on the in-process transport: the trackers of 4 peers against the recursion
-// computed centrally in double, Σ y = Σ g every step, and on heterogeneous quadratics the property
+// Gradient tracking on the in-process transport: the trackers of 4 peers against the
+// adapt-then-combine recursion computed centrally in double, Σ y = Σ g every step, and on heterogeneous quadratics the property
 // it exists for: with a constant step every peer reaches the minimiser of the average, where
 // plain gossip (D-PSGD) stays a step-size-sized distance away.
 #include "algorithms/gradient_tracking.h"
@@ -30,12 +30,11 @@ TEST(GradientTracker, FourPeersFollowTheRecursionAndKeepTheSum) {
     std::vector<float> g(floats);
     for (int step = 0; step < steps; ++step) {
       for (size_t i = 0; i < floats; ++i) g[i] = gradient(r, i, step);
-      tracker.track(g.data());
+      tracker.track(g.data(), static_cast<uint64_t>(step));
       y[step][r] = g;
-      tracker.mix(static_cast<uint64_t>(step));
     }
   });
-  // y_r(0) = g_r(0); y_r(t) = Σ_j W_rj·y_j(t−1) + g_r(t) − g_r(t−1).
+  // y_r(t) = Σ_j W_rj·(y_j(t−1) + g_j(t) − g_j(t−1)), with y_j(−1) = g_j(−1) = 0.
   const topology::Matrix w = topology::mixing_matrix(ring, n, 0);
   std::vector<std::vector<double>> ref(n, std::vector<double>(floats));
   for (int step = 0; step < steps; ++step) {
@@ -43,8 +42,9 @@ TEST(GradientTracker, FourPeersFollowTheRecursionAndKeepTheSum) {
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < floats; ++i) {
         double mixed = 0;
-        for (int j = 0; j < n && step > 0; ++j) mixed += w.at(r, j) * ref[j][i];
-        next[r][i] = mixed + gradient(r, i, step) - (step > 0 ? gradient(r, i, step - 1) : 0.0f);
+        for (int j = 0; j < n; ++j)
+          mixed += w.at(r, j) * (ref[j][i] + gradient(j, i, step) - (step > 0 ? gradient(j, i, step - 1) : 0.0f));
+        next[r][i] = mixed;
       }
     ref = next;
     for (size_t i = 0; i < floats; ++i) {
@@ -73,11 +73,10 @@ double distance_to_optimum(bool tracking) {
     std::vector<float> x(floats, 0.0f), d(floats), out(floats);
     for (int step = 0; step < 400; ++step) {
       for (size_t i = 0; i < floats; ++i) d[i] = x[i] - centre(r, i);
-      if (tracking) tracker.track(d.data());
+      if (tracking) tracker.track(d.data(), static_cast<uint64_t>(step));
       for (size_t i = 0; i < floats; ++i) x[i] -= 0.1f * d[i];
       gossip.step(static_cast<uint64_t>(step), x.data(), out.data());
       x.swap(out);
-      if (tracking) tracker.mix(static_cast<uint64_t>(step));
     }
     for (size_t i = 0; i < floats; ++i) {
       double mean = 0;
@@ -99,19 +98,22 @@ TEST(GradientTracker, CheckpointStateRoundTripsAndResetStartsAgain) {
   testing::run_peers(3, [&](int r, Transport& t) {
     GradientTracker tracker(t, ring, 10, 64, 10.0, 0);
     std::vector<float> g(10, float(r + 1));
-    tracker.track(g.data());
-    tracker.mix(0);
+    tracker.track(g.data(), 0);
+    for (float v : g) ASSERT_NEAR(v, 2.0f, 1e-6) << "the mean of 1, 2 and 3 on a 3-ring";
     const std::vector<float> state = tracker.save_state();
     ASSERT_EQ(state.size(), 21u);
     EXPECT_EQ(state.back(), 1.0f);
     GradientTracker again(t, ring, 10, 64, 10.0, 0);
     again.restore_state(state, "test");
     EXPECT_EQ(again.save_state(), state);
-    EXPECT_THROW(again.restore_state(std::vector<float>(20), "test"), Error);
+    std::vector<float> h(10, float(r + 4));
+    again.track(h.data(), 1);
+    for (float v : h) ASSERT_NEAR(v, 5.0f, 1e-5) << "restored: y + g − g_prev = 2 + (r + 4) − (r + 1), mixed";
     again.reset();
-    std::vector<float> h(10, 5.0f);
-    again.track(h.data());
-    EXPECT_EQ(h, std::vector<float>(10, 5.0f)) << "after a reset the tracker starts at the gradient";
+    std::vector<float> k(10, float(3 * r));
+    again.track(k.data(), 2);
+    for (float v : k) ASSERT_NEAR(v, 3.0f, 1e-5) << "after a reset the tracker starts again at the mixed gradient";
+    EXPECT_THROW(again.restore_state(std::vector<float>(20), "test"), Error);
   });
 }
 

@@ -258,6 +258,7 @@ TEST(PythonPeer, BadBuffersAreClearExceptions) {
   testing::TempDir dir;
   const std::string yaml = dir.write("alone.yaml", "seed: 1\n");
   const std::string tracking = dir.write("gt.yaml", "seed: 1\nalgorithm: {kind: gossip, gradient_tracking: true}\n");
+  const std::string qgm = dir.write("qgm.yaml", "seed: 1\noptimizer: {quasi_global_momentum: true}\n");
   const std::string script = dir.write("bad.py", R"(
 import numpy as np, gossip
 def expect(what, f, kind):
@@ -277,6 +278,7 @@ expect("yaml", lambda: gossip.Peer(x, config="/nonexistent.yaml", rank=0), Runti
 expect("env", lambda: gossip.Peer(x), RuntimeError)
 expect("resume", lambda: gossip.Peer(x, config=")" + yaml + R"(", rank=0, resume=True), RuntimeError)
 expect("tracking", lambda: gossip.Peer(x, config=")" + tracking + R"(", rank=0), RuntimeError)
+expect("qgm", lambda: gossip.Peer(x, config=")" + qgm + R"(", rank=0), RuntimeError)
 print("alone mix", peer.mix(0, x), "size", peer.size)
 )");
   const auto r = run_command(with_module(kPython + " " + script), 60);
@@ -288,6 +290,7 @@ print("alone mix", peer.mix(0, x), "size", peer.size)
                            "env -> RuntimeError gossip::Peer: GOSSIP_CONFIG is not set",
                            "resume -> RuntimeError " + yaml + ": --resume needs a 'checkpoint: {dir: ...}' section",
                            "tracking -> RuntimeError " + tracking + ": field 'algorithm.gradient_tracking': not for a library peer",
+                           "qgm -> RuntimeError " + qgm + ": field 'optimizer.quasi_global_momentum': not for a library peer",
                            "alone mix True size 1"})
     EXPECT_NE(r.output.find(want), std::string::npos) << want << "\n" << r.output;
 }

@@ -76,14 +76,24 @@ void DecentralizedHook::start_choco_from_common_model(int64_t step, model::Model
 }
 
 void DecentralizedHook::before_update(int64_t step, model::Model& model) {
-  if (!tracker_ || step < resume_round_) return;  // a skipped round: a local step only
+  if (!tracker_) return;
+  // As after_step's mix: an interrupted round changes the view and is tried again unless the new
+  // view resumes later, when this step is a local one (the gradient left as it was).
+  for (;;) {
+    if (step < resume_round_) return;  // a skipped round: a local step only
+    if (guarded(step, model, [&] { track_gradient(step, model); })) return;
+  }
+}
+
+void DecentralizedHook::track_gradient(int64_t step, model::Model& model) {
+  const auto round = static_cast<uint64_t>(step);
   if (model.backend().is_host()) {
-    tracker_->track(model.grads());
+    tracker_->track(model.grads(), round);
     return;
   }
   host_grads_.resize(floats_);
   model.backend().download(host_grads_.data(), model.grads(), floats_ * sizeof(float));
-  tracker_->track(host_grads_.data());
+  tracker_->track(host_grads_.data(), round);
   model.backend().upload(model.grads(), host_grads_.data(), floats_ * sizeof(float));
 }
 
@@ -165,8 +175,6 @@ void DecentralizedHook::mix(int64_t step, model::Model& model) {
     push_sum_->set_total_rounds(static_cast<uint64_t>(total_steps_));
     push_sum_->step(static_cast<uint64_t>(step), x);
   }
-  // Every step, global average or not, so that Σ y = Σ g holds at the next step too.
-  if (tracker_) tracker_->mix(static_cast<uint64_t>(step));
   store_params(model);
 }
 

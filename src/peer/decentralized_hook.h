@@ -73,6 +73,8 @@ class DecentralizedHook final : public StepHook {
   void log_consensus(int64_t step, const Consensus& c);
   void publish_members();  // "consensus step S xi Ξ rel Ξ/‖x̄‖²"
   void mix(int64_t step, model::Model& model);
+  // The gradient ← the tracker of the peers' average gradient (one round of its gossip).
+  void track_gradient(int64_t step, model::Model& model);
   // Before CHOCO's first round of a run: when every peer holds the very same model, the public
   // copies start there instead and the round is compressed.
   void start_choco_from_common_model(int64_t step, model::Model& model);

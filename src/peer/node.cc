@@ -26,6 +26,9 @@ Node::Node(NodeOptions options) : options_(std::move(options)), cfg_(options_.co
   if (options_.external && cfg_.algorithm.gradient_tracking)
     throw Error(cfg_.file, "field 'algorithm.gradient_tracking': not for a library peer (mix() comes after the "
                            "caller's optimiser step; tracking replaces the gradient before it)");
+  if (options_.external && cfg_.train.optimizer.quasi_global)
+    throw Error(cfg_.file, "field 'optimizer.quasi_global_momentum': not for a library peer (the caller's own "
+                           "optimiser steps; gossip's optimiser settings do not reach it)");
   if (joining) request_join();  // then load the data while the members agree and send the welcome
   if (options_.external) {
     external_ = std::make_unique<HostBufferModel>(*options_.external);
