@@ -184,10 +184,15 @@ void DecentralizedHook::after_step(int64_t step, model::Model& model) {
     left_ = true;
     return;
   }
+  // With a tracker this step's round began before the optimiser step (before_update), so the
+  // first whole round this peer can still take part in is the next one: a view change here
+  // resumes there, or the others would open round `step` with the tracker while this peer
+  // repeated only the model's half of it.
+  const int64_t next_round = tracker_ ? step + 1 : step;
   for (;;) {
-    if (membership_ && membership_->pending()) change_view(step, model);
+    if (membership_ && membership_->pending()) change_view(next_round, model);
     if (step < resume_round_) break;  // a view change skipped this round: local step only
-    if (guarded(step, model, [&] { mix(step, model); })) break;
+    if (guarded(next_round, model, [&] { mix(step, model); })) break;
   }
   // A device model's parameters come down only where a snapshot or Ξ needs them.
   if (control_) {
