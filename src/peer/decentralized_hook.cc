@@ -296,7 +296,9 @@ Consensus DecentralizedHook::consensus(const float* x) {
 }
 
 std::string DecentralizedHook::log_extra(int64_t step, model::Model& model) {
-  if (step < resume_round_) return "";
+  // A peer that has just announced its leave takes part in no more collectives: the members
+  // dropped it, and waiting for them would end in its own cut-off.
+  if (left_ || step < resume_round_) return "";
   if (asynchronous()) {  // Ξ is a collective: every peer would wait here for the slowest
     const TransportStats s = t_->stats();
     std::ostringstream out;
