@@ -1,7 +1,7 @@
 // Gradient tracking on the in-process transport: the trackers of 4 peers against the
-// adapt-then-combine recursion computed centrally in double, Σ y = Σ g every step, and on heterogeneous quadratics the property
-// it exists for: with a constant step every peer reaches the minimiser of the average, where
-// plain gossip (D-PSGD) stays a step-size-sized distance away.
+// adapt-then-combine recursion computed centrally in double, Σ y = Σ g every step, and on
+// heterogeneous quadratics the property it exists for: with a constant step every peer reaches
+// the minimiser of the average, where plain gossip (D-PSGD) stays a step-size-sized distance away.
 #include "algorithms/gradient_tracking.h"
 
 #include <gtest/gtest.h>

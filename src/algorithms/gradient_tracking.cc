@@ -20,7 +20,7 @@ void GradientTracker::track(float* g, uint64_t round) {
     std::fill(g_prev_.begin(), g_prev_.end(), 0.0f);
     started_ = true;
   }
-  if (!prepared_ || prepared_round_ != round) {  // a retried round sends what it sent before
+  if (prepared_round_ != round) {  // a retried round sends what it sent before
     float* __restrict send = send_.data();
     const float* __restrict mixed = mixed_.data();
     float* __restrict prev = g_prev_.data();
@@ -28,24 +28,23 @@ void GradientTracker::track(float* g, uint64_t round) {
       send[i] = mixed[i] + (g[i] - prev[i]);
       prev[i] = g[i];
     }
-    prepared_ = true;
     prepared_round_ = round;
   }
   gossip_.step(round, send_.data(), mixed_.data());
-  prepared_ = false;
+  prepared_round_.reset();
   std::copy(mixed_.begin(), mixed_.end(), g);
 }
 
 void GradientTracker::reset() {
   started_ = false;
-  prepared_ = false;
+  prepared_round_.reset();
 }
 
 std::vector<float> GradientTracker::save_state() const { return pack_state(mixed_, g_prev_, started_); }
 
 void GradientTracker::restore_state(const std::vector<float>& state, const std::string& who) {
   unpack_state(state, &mixed_, &g_prev_, &started_, who, "gradient tracker");
-  prepared_ = false;
+  prepared_round_.reset();
 }
 
 }  // namespace gossip::peer

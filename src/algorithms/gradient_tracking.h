@@ -10,12 +10,13 @@
 // a peer with a skewed shard is missing. Mixing the fresh gradient difference before stepping
 // along it (rather than adding it after the mix, y_i ← Σ_j W_ij·y_j + g_i(t) − g_i(t−1)) spreads
 // each batch's noise over the neighbours at once; over 8 seeds it closed a little more of
-// gossip's gap to all-reduce, within the seeds' noise (docs/benchmarks.md). Twice gossip's bytes. Only this arithmetic and the
-// tracker's gossip live here; the hook calls track() between the backward pass and the optimiser
-// step.
+// gossip's gap to all-reduce, within the seeds' noise (docs/benchmarks.md). Twice gossip's
+// bytes. Only this arithmetic and the tracker's gossip live here; the hook calls track() between
+// the backward pass and the optimiser step.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,7 @@ class GradientTracker {
   GossipStep gossip_;
   size_t floats_;
   bool started_ = false;
-  bool prepared_ = false;       // send_ holds round prepared_round_'s values
-  uint64_t prepared_round_ = 0;
+  std::optional<uint64_t> prepared_round_;  // the round whose values send_ holds, until sent
   std::vector<float> send_;     // y + g − g_prev of this round (what the round sends)
   std::vector<float> mixed_;    // y = Σ_j W_ij·send_j of the last round
   std::vector<float> g_prev_;   // last step's gradient
