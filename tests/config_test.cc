@@ -67,6 +67,29 @@ TEST(Config, PeersFromTheClustersHostList) {
             std::string::npos);
 }
 
+// The training thread yields to the communication threads where the peers on its host outnumber
+// the CPUs (auto), or as far as the YAML says.
+TEST(Config, TrainerNiceCountsThePeersOnTheHost) {
+  const RunConfig four = parse_config("peers: {count: 4, host: 127.0.0.1, base_port: 0}", "t.yaml");
+  EXPECT_EQ(four.trainer_nice, -1);
+  EXPECT_EQ(trainer_nice(four, four.peers.list[0].endpoint, false, 2), 10);
+  EXPECT_EQ(trainer_nice(four, four.peers.list[0].endpoint, false, 4), 0);
+  EXPECT_EQ(trainer_nice(four, "tcp://127.0.0.1:0", true, 4), 10);  // a joiner is one more
+  EXPECT_EQ(trainer_nice(four, "tcp://10.0.0.9:5000", true, 1), 0);  // alone on its host
+  RunConfig hosts = parse_config("peers: [{id: 0, endpoint: tcp://n1:7000}, {id: 1, endpoint: tcp://n1:7001}, "
+                                 "{id: 2, endpoint: tcp://n2:7000}, {id: 3, endpoint: ipc:///tmp/p3}]",
+                                 "t.yaml");
+  EXPECT_EQ(trainer_nice(hosts, "tcp://n1:7000", false, 1), 10);
+  EXPECT_EQ(trainer_nice(hosts, "tcp://n1:7000", false, 2), 0);
+  EXPECT_EQ(trainer_nice(hosts, "tcp://n2:7000", false, 1), 0);
+  EXPECT_EQ(trainer_nice(hosts, "ipc:///tmp/p3", false, 1), 0);
+  hosts.trainer_nice = 5;
+  EXPECT_EQ(trainer_nice(hosts, "tcp://n2:7000", false, 64), 5);
+  EXPECT_EQ(parse_config("trainer_nice: 0", "t.yaml").trainer_nice, 0);
+  EXPECT_NE(error_of("trainer_nice: 20").find("trainer_nice"), std::string::npos);
+  EXPECT_NE(error_of("trainer_nice: -2").find("trainer_nice"), std::string::npos);
+}
+
 TEST(Config, DataCacheDirectory) {
   ::setenv("GOSSIP_CACHE_DIR", "/tmp/from-env", 1);
   EXPECT_EQ(parse_config("seed: 3", "t.yaml").data.cache_dir, "/tmp/from-env");

@@ -65,7 +65,7 @@ TEST(Quorum, AtExactlyHalfTheHalfWithTheLowestIdGoesOn) {
   // Each split of a view in two: exactly one side keeps the quorum.
   const View six = view_of({3, 5, 6, 8, 10, 11});
   for (int mask = 0; mask < 64; ++mask) {
-    std::set<int> a, b;
+    IdSet a, b;
     for (int i = 0; i < 6; ++i) (mask >> i & 1 ? a : b).insert(six.members[i].id);
     EXPECT_NE(keeps_quorum(six, a, {}), keeps_quorum(six, b, {})) << "split " << mask;
   }
@@ -112,6 +112,34 @@ TEST(ViewText, ProposalsRoundTripAndMalformedOnesAreRefused) {
   EXPECT_EQ(back.at(7).key, "KEY");
   for (const char* bad : {"round x\n", "gone 1 two\n", "join 5\n", "ready 2\n", "hello\n", "round 1\nfly 3\n"})
     EXPECT_FALSE(parse_proposal(bad, &back)) << bad;
+}
+
+TEST(ViewText, GoneIdsAreReadAsASetAndAnythingElseOnTheLineIsRefused) {
+  std::map<uint64_t, JoinRequest> joins;
+  const std::optional<ViewProposal> q = parse_proposal("round 3\ngone  9 2  9 5 \nready 0\n", &joins);
+  ASSERT_TRUE(q);
+  EXPECT_EQ(std::vector<int>(q->gone.begin(), q->gone.end()), (std::vector<int>{2, 5, 9}));
+  EXPECT_EQ(q->gone, (IdSet{9, 5, 2}));
+  ASSERT_TRUE(parse_proposal("gone\n", &joins));
+  EXPECT_TRUE(parse_proposal("gone\n", &joins)->gone.empty());
+  for (const char* bad : {"gone 1,2\n", "gone 3x\n", "gone 99999999999\n", "gone +4\n", "gone 1\t2\n", "gone -\n"})
+    EXPECT_FALSE(parse_proposal(bad, &joins)) << bad;
+}
+
+TEST(ViewText, AnIdSetStaysSortedWithoutRepeats) {
+  IdSet ids;
+  EXPECT_TRUE(ids.insert(7));
+  EXPECT_TRUE(ids.insert(3));
+  EXPECT_FALSE(ids.insert(7));
+  EXPECT_TRUE(ids.insert(5));
+  EXPECT_EQ(std::vector<int>(ids.begin(), ids.end()), (std::vector<int>{3, 5, 7}));
+  EXPECT_TRUE(ids.count(5));
+  EXPECT_FALSE(ids.count(4));
+  EXPECT_TRUE(ids.includes(IdSet{3, 7}));
+  EXPECT_TRUE(ids.includes(IdSet{}));
+  EXPECT_FALSE(ids.includes(IdSet{3, 4}));
+  EXPECT_EQ(id_list(ids), "3, 5, 7");
+  EXPECT_EQ(id_list(IdSet{}), "none");
 }
 
 TEST(ViewText, WelcomesMustNameTheJoinerAndItsContact) {

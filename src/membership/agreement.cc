@@ -39,7 +39,7 @@ struct Membership::Change {
   std::optional<ViewProposal> decided;    // adopted from a member that decided already
   bool any_view_message = false;
   std::vector<InMessage> later, local;    // later: next epoch's; local: our own events (joins, suspicions)
-  std::set<int> left;                     // members that announced their own leave (no side in the quorum)
+  IdSet left;                             // members that announced their own leave (no side in the quorum)
   uint64_t view_messages_before = 0;      // view_messages_sent_ when this change started
 };
 
@@ -112,19 +112,19 @@ void Membership::absorb_proposal(Change& c, const InMessage& m) {
   }
   if (m.header.epoch < c.v.epoch || c.v.rank_of(sender) < 0) return;  // stale or from a non-member
   if (m.header.tag == kViewCutOff) {  // that member ended this change cut off: it leaves the view (and rejoins)
-    if (sender != c.me && c.mine.gone.insert(sender).second) {
+    if (sender != c.me && c.mine.gone.insert(sender)) {
       log("peer ", c.me, ": peer ", sender, " ended this view change cut off: it is gone from epoch ", c.v.epoch);
       c.ready = false;
     }
     c.peer_cut_off = true;
     return;
   }
-  const std::optional<ViewProposal> parsed = parse_proposal(message_text(m), &c.joins);
+  std::optional<ViewProposal> parsed = parse_proposal(message_text(m), &c.joins);
   if (!parsed) {
     log("peer ", c.me, ": dropped a malformed view-change message from peer ", sender);
     return;
   }
-  const ViewProposal& p = *parsed;
+  ViewProposal& p = *parsed;
   c.any_view_message = true;
   if (p.gone.count(sender)) c.left.insert(sender);  // its own leave (announce_leave)
   if (m.header.tag == kViewDecision) {  // that member decided this already: adopt it
@@ -138,11 +138,13 @@ void Membership::absorb_proposal(Change& c, const InMessage& m) {
                                        it->second.ready == p.ready)
     c.repeated_to_us.insert(sender);
   const size_t before = c.mine.gone.size() + c.mine.joins.size();
-  for (int id : p.gone)
-    if (c.v.rank_of(id) >= 0) c.mine.gone.insert(id);
+  if (!c.mine.gone.includes(p.gone))  // (most proposals name what we do: no lookups then)
+    for (int id : p.gone)
+      if (c.v.rank_of(id) >= 0) c.mine.gone.insert(id);
   c.mine.joins.insert(p.joins.begin(), p.joins.end());
   if (c.mine.gone.size() + c.mine.joins.size() != before) c.ready = false;
-  c.latest[sender] = {p, p.ready};
+  const bool ready = p.ready;
+  c.latest[sender] = {std::move(p), ready};
   note_status(c, sender);
 }
 
@@ -234,7 +236,7 @@ std::optional<std::string> Membership::settle(Change& c) {
     if (Clock::now() - c.started > std::chrono::duration<double>(timeout_s_))
       throw PeerLost("peer " + std::to_string(c.me), "view change of epoch " + std::to_string(c.v.epoch) +
                                                       " did not settle in " + std::to_string(timeout_s_) +
-                                                      " s; waiting for members " + id_list(c.unready));
+                                                      " s; waiting for members " + id_list(IdSet(c.unready.begin(), c.unready.end())));
     absorb_arrivals(c);
   }
   if (keeps_quorum(c.v, c.mine.gone, c.left)) return std::nullopt;

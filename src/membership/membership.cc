@@ -14,8 +14,11 @@ Membership::Membership(MembershipPort& port, ViewTransport& view, double timeout
 
 void Membership::take_suspicions() {
   // Runs on every step: the view is copied only when a suspicion note must be checked against it.
-  while (auto note = port_->mailbox().take_any({MessageKind::kSuspect}, Clock::now()))
-    if (view_->view().rank_of(static_cast<int>(note->header.sender)) >= 0) deferred_.push_back(std::move(*note));
+  std::optional<View> v;
+  while (auto note = port_->mailbox().take_any({MessageKind::kSuspect}, Clock::now())) {
+    if (!v) v = view_->view();
+    if (v->rank_of(static_cast<int>(note->header.sender)) >= 0) deferred_.push_back(std::move(*note));
+  }
 }
 
 bool Membership::pending(bool include_joins) {

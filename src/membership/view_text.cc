@@ -1,6 +1,7 @@
 // The pure parts of elastic membership: view arithmetic and the text forms of proposals and
 // welcomes (no sockets here, so the fuzzer links this file alone).
 #include <algorithm>
+#include <charconv>
 #include <sstream>
 
 #include "membership/membership.h"
@@ -22,6 +23,27 @@ bool each_line(const std::string& text, F&& f) {
   return ok;
 }
 
+// Reads the rest of the line as ids separated by spaces (from_chars: a proposal of a partition of
+// 1 000 names 500, and every member parses about a thousand proposals); false on anything else.
+bool parse_ids(std::istringstream& f, IdSet* ids) {
+  std::string rest;
+  std::getline(f, rest);
+  std::vector<int> found;
+  const char* at = rest.data();
+  const char* end = at + rest.size();
+  for (;;) {
+    while (at != end && *at == ' ') ++at;
+    if (at == end) break;
+    int id = 0;
+    const auto [next, error] = std::from_chars(at, end, id);
+    if (error != std::errc() || (next != end && *next != ' ')) return false;
+    found.push_back(id);
+    at = next;
+  }
+  *ids = IdSet(found.begin(), found.end());
+  return true;
+}
+
 }  // namespace
 
 std::string message_text(const InMessage& m) {
@@ -30,7 +52,7 @@ std::string message_text(const InMessage& m) {
   return t;
 }
 
-std::string id_list(const std::set<int>& ids) {
+std::string id_list(const IdSet& ids) {
   std::string s;
   for (int id : ids) s += (s.empty() ? "" : ", ") + std::to_string(id);
   return s.empty() ? "none" : s;
@@ -47,7 +69,7 @@ int View::rank_of(int id) const {
   return -1;
 }
 
-bool keeps_quorum(const View& v, const std::set<int>& gone, const std::set<int>& left) {
+bool keeps_quorum(const View& v, const IdSet& gone, const IdSet& left) {
   int voters = 0, staying = 0, lowest = -1;
   for (const Member& m : v.members) {
     if (left.count(m.id)) continue;  // left on its own: it takes no side
@@ -60,7 +82,7 @@ bool keeps_quorum(const View& v, const std::set<int>& gone, const std::set<int>&
   return !gone.count(lowest);  // exactly half: the half that holds the lowest id goes on
 }
 
-View next_view(const View& v, const std::set<int>& gone, const std::set<JoinRequest>& joins) {
+View next_view(const View& v, const IdSet& gone, const std::set<JoinRequest>& joins) {
   View next;
   next.epoch = v.epoch + 1;
   next.next_id = v.next_id;
@@ -88,10 +110,7 @@ std::optional<ViewProposal> parse_proposal(const std::string& text, std::map<uin
   std::map<uint64_t, JoinRequest> found;
   const bool ok = each_line(text, [&](const std::string& word, std::istringstream& f) {
     if (word == "round") return static_cast<bool>(f >> p.round);
-    if (word == "gone") {
-      for (int id; f >> id;) p.gone.insert(id);
-      return f.eof();
-    }
+    if (word == "gone") return parse_ids(f, &p.gone);
     if (word == "join") {
       JoinRequest j;
       if (!(f >> j.nonce >> j.endpoint >> j.via)) return false;

@@ -313,6 +313,7 @@ RunConfig parse_config_unguarded(const std::string& yaml_text, const std::string
   top.read_number("eval_every", cfg.eval_every, 0, 1e9);
   top.read_choice("init", cfg.init, {{"same", Init::kSame}, {"per_rank", Init::kPerRank}});
   top.read_number("threads", cfg.threads, 0, 1024);
+  top.read_number("trainer_nice", cfg.trainer_nice, -1, 19);
   top.read_number("device_index", cfg.device_index, -1, 1024);
   top.read_number("max_unverified_connections", cfg.max_unverified_connections, 0, 1 << 20);
   if (top.has("security")) {
@@ -366,6 +367,26 @@ RunConfig parse_config_unguarded(const std::string& yaml_text, const std::string
 }
 
 }  // namespace
+
+namespace {
+
+// "node07" of tcp://node07:29500; "" for ipc:// and inproc:// (this host).
+std::string host_of(const std::string& endpoint) {
+  const size_t start = endpoint.find("://");
+  if (start == std::string::npos || endpoint.compare(0, start, "tcp") != 0) return "";
+  const size_t port = endpoint.rfind(':');
+  return endpoint.substr(start + 3, port > start + 3 ? port - start - 3 : std::string::npos);
+}
+
+}  // namespace
+
+int trainer_nice(const RunConfig& cfg, const std::string& own_endpoint, bool joiner, int cpus) {
+  if (cfg.trainer_nice >= 0) return cfg.trainer_nice;
+  const std::string host = host_of(own_endpoint);
+  int here = joiner ? 1 : 0;
+  for (const PeerEntry& p : cfg.peers.list) here += host_of(p.endpoint) == host;
+  return here > cpus ? 10 : 0;
+}
 
 RunConfig load_config(const std::string& path) {
   return parse_config(read_whole_file(path, "cannot open configuration file"), path);

@@ -108,6 +108,10 @@ struct RunConfig {
   int eval_every = 0;                // log the local model's test accuracy every this many steps (0 = only at the end)
   int device_index = -1;             // the CUDA device; -1 = local rank (LOCAL_RANK, SLURM_LOCALID, ...) modulo the visible devices
   int threads = 0;                   // BLAS threads per peer; 0 = 1 when several peers share the host, else all
+  // The training thread runs this many nice levels below the peer's communication threads
+  // (heartbeats, probes, exchanges); -1 = 10 when more of the run's peers share this host than it
+  // has CPUs, else 0.
+  int trainer_nice = -1;
   Init init = Init::kSame;           // identical or per-peer initial models
   int metrics_port = -1;             // Prometheus /metrics: -1 off, 0 any free port, P: P + rank
   std::string metrics_host = "127.0.0.1";
@@ -130,6 +134,11 @@ RunConfig load_config(const std::string& path);
 RunConfig parse_config(const std::string& yaml_text, const std::string& file_name);
 
 std::string algorithm_name(Algorithm a);
+
+// How many nice levels below its communication threads the training thread of the peer at
+// `own_endpoint` runs (a joiner's endpoint is not in the list): cfg.trainer_nice, or when that is
+// -1, 10 when more of the run's peers share that endpoint's host than `cpus`, else 0.
+int trainer_nice(const RunConfig& cfg, const std::string& own_endpoint, bool joiner, int cpus);
 
 using gossip::binds_any_port;  // common/endpoint.h
 

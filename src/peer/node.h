@@ -78,6 +78,7 @@ class Node {
 
  private:
   void open_transport();
+  void lower_trainer_priority();
   void request_join();
   void start_membership();
   void take_joiner_place(const Welcome& welcome, const View& initial);
