@@ -233,10 +233,12 @@ std::optional<std::string> Membership::settle(Change& c) {
       if (!c.mine.gone.count(id)) send_text(id, MessageKind::kView, c.v.epoch, c.round, text, kViewAnswer);
     c.repeated_to_us.clear();
     if (c.ready && c.unready.empty()) break;  // phase 2 done: every member is ready on our set
-    if (Clock::now() - c.started > std::chrono::duration<double>(timeout_s_))
+    if (Clock::now() - c.started > std::chrono::duration<double>(timeout_s_)) {
+      const IdSet awaited(c.unready.begin(), c.unready.end());
       throw PeerLost("peer " + std::to_string(c.me), "view change of epoch " + std::to_string(c.v.epoch) +
                                                       " did not settle in " + std::to_string(timeout_s_) +
-                                                      " s; waiting for members " + id_list(IdSet(c.unready.begin(), c.unready.end())));
+                                                      " s; waiting for members " + id_list(awaited));
+    }
     absorb_arrivals(c);
   }
   if (keeps_quorum(c.v, c.mine.gone, c.left)) return std::nullopt;

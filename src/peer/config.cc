@@ -366,10 +366,6 @@ RunConfig parse_config_unguarded(const std::string& yaml_text, const std::string
   return cfg;
 }
 
-}  // namespace
-
-namespace {
-
 // "node07" of tcp://node07:29500; "" for ipc:// and inproc:// (this host).
 std::string host_of(const std::string& endpoint) {
   const size_t start = endpoint.find("://");
