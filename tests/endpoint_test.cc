@@ -11,6 +11,15 @@ TEST(BindsAnyPort, OnlyTcpPortZero) {
   EXPECT_FALSE(binds_any_port("ipc:///tmp/x:0"));
 }
 
+TEST(EndpointHost, TheHostOfTcpNothingForOtherKinds) {
+  EXPECT_EQ(endpoint_host("tcp://node07:29500"), "node07");
+  EXPECT_EQ(endpoint_host("tcp://127.0.0.1:0"), "127.0.0.1");
+  EXPECT_EQ(endpoint_host("tcp://[::1]:5555"), "[::1]");
+  EXPECT_EQ(endpoint_host("tcp://node07"), "node07");  // no port
+  EXPECT_EQ(endpoint_host("ipc:///tmp/x:0"), "");
+  EXPECT_EQ(endpoint_host("inproc://3"), "");
+}
+
 // A rank named by a host name listens on every interface at its port; addresses (valid or not),
 // interface names, ipc paths and port 0 are left as they are.
 TEST(ListenAddress, HostNamesListenEverywhereTheRestAsWritten) {

@@ -8,11 +8,16 @@ bool binds_any_port(const std::string& ep) {
   return ep.rfind("tcp://", 0) == 0 && ep.size() > 2 && ep.compare(ep.size() - 2, 2, ":0") == 0;
 }
 
+std::string endpoint_host(const std::string& ep) {
+  if (ep.rfind("tcp://", 0) != 0) return "";
+  const size_t colon = ep.rfind(':');  // the scheme's, at least
+  return colon < 6 ? ep.substr(6) : ep.substr(6, colon - 6);
+}
+
 std::string listen_address(const std::string& ep) {
-  if (ep.rfind("tcp://", 0) != 0) return ep;
   const size_t colon = ep.rfind(':');
-  if (colon == std::string::npos || colon < 6) return ep;
-  const std::string host = ep.substr(6, colon - 6);
+  if (ep.rfind("tcp://", 0) != 0 || colon < 6) return ep;  // not tcp, or no port
+  const std::string host = endpoint_host(ep);
   if (host.empty() || host == "*" || host.front() == '[') return ep;  // any interface, or IPv6
   if (host == "localhost") return "tcp://127.0.0.1" + ep.substr(colon);
   // An address (or what tries to be one: its bind fails, naming it) or an interface name.

@@ -8,6 +8,10 @@ namespace gossip {
 // True for tcp://host:0, an endpoint that binds any free port and is found through a rendezvous.
 bool binds_any_port(const std::string& endpoint);
 
+// The host of a tcp:// endpoint ("node07" of tcp://node07:29500); "" for any other kind (ipc://,
+// inproc://: always this host).
+std::string endpoint_host(const std::string& endpoint);
+
 // Where a peer listens for its own endpoint: the endpoint itself, except a tcp:// endpoint named
 // by a host name (tcp://node07:29500, from a cluster's host list), which ZeroMQ cannot bind: that
 // one listens on every interface at its port (tcp://*:29500), as the other hosts reach it by

@@ -366,21 +366,13 @@ RunConfig parse_config_unguarded(const std::string& yaml_text, const std::string
   return cfg;
 }
 
-// "node07" of tcp://node07:29500; "" for ipc:// and inproc:// (this host).
-std::string host_of(const std::string& endpoint) {
-  const size_t start = endpoint.find("://");
-  if (start == std::string::npos || endpoint.compare(0, start, "tcp") != 0) return "";
-  const size_t port = endpoint.rfind(':');
-  return endpoint.substr(start + 3, port > start + 3 ? port - start - 3 : std::string::npos);
-}
-
 }  // namespace
 
 int trainer_nice(const RunConfig& cfg, const std::string& own_endpoint, bool joiner, int cpus) {
   if (cfg.trainer_nice >= 0) return cfg.trainer_nice;
-  const std::string host = host_of(own_endpoint);
+  const std::string host = endpoint_host(own_endpoint);
   int here = joiner ? 1 : 0;
-  for (const PeerEntry& p : cfg.peers.list) here += host_of(p.endpoint) == host;
+  for (const PeerEntry& p : cfg.peers.list) here += endpoint_host(p.endpoint) == host;
   return here > cpus ? 10 : 0;
 }
 
