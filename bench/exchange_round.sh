@@ -27,8 +27,12 @@ bench_tee exchange_round
 # buffer (out of cache) and loopback TCP between two processes.
 memcpy_gbs=$(build/bench-mpi/memcpy_bw | awk 'NR == 2 {print $5}')
 tcp_gbs=$(build/bench-mpi/tcp_bw | awk '{print $5}')
-limits="memcpy $memcpy_gbs GB/s (16.8 MB, one thread), loopback TCP $tcp_gbs GB/s, $(mpirun --version | head -1)"
+# All cores sending at once (one pair of processes per core): what n peers' sockets share.
+cores=$(nproc)
+tcp_all_gbs=$(for _ in $(seq "$cores"); do build/bench-mpi/tcp_bw & done | awk '{s += $5} END {printf "%.2f", s}'; wait)
+limits="memcpy $memcpy_gbs GB/s (16.8 MB, one thread), loopback TCP $tcp_gbs GB/s (one pair), $tcp_all_gbs GB/s ($cores pairs at once), $(mpirun --version | head -1)"
 bars=$(mktemp)
+floors=$(mktemp)
 # name[@ipc][@bf16][@1copy]: @ipc runs over ipc://, @bf16 sends the gossip values as bfloat16
 # (algorithm.wire), @1copy lends the chunks: the receiver copies them out of the sender's memory
 # (algorithm.single_copy; ZeroMQ over tcp://127.0.0.1 carries only the references).
@@ -75,6 +79,9 @@ for floats in $SIZES; do
       row+=" $(awk -v s="$(m "$a")" -v b="$shm" 'BEGIN{printf "%.2f", s/b}') |"
     done
     echo "$row"
+    for a in mpi ring one_peer_exponential mpishm ring@ipc one_peer_exponential@ipc ring@1copy one_peer_exponential@1copy; do
+      echo "$floats $n $a $(m "$a") $mpi $shm" >> "$floors"
+    done
   done
 done
 echo
@@ -84,7 +91,34 @@ echo "| row (algorithm, n, MB) | median ratio | per-repeat min..max |"
 echo "|---|---|---|"
 awk '{printf "| %s | %s | %s..%s |\n", $1, $2, $3, $4}' "$bars" | tr _ ' '
 echo
+echo
+echo "How far each round is from what the bytes it must move cost on this machine (this run's memcpy"
+echo "and all-pairs TCP bandwidth). A peer's fold reads its own values and each neighbour's once and"
+echo "writes the mix once, (degree + 2)·B bytes moved, at 2 × memcpy GB/s per core (a copied byte is"
+echo "read and written); over TCP every byte a peer sends also crosses a socket at the all-pairs rate."
+echo "MPI's ring all-reduce sends 2(n − 1)/n·B per peer and folds (n − 1)/n·B (3 bytes moved each); over"
+echo "shared memory the gathered (n − 1)/n·B is also read once and written once."
+echo "'floors ours / MPI' is the ratio each would have at MPI's own distance from its floor."
+echo
+echo "| MB | n | row | ms | floor ms | × floor | ÷ MPI (tcp rows) or MPI shm (same-host rows) | floors ours / MPI |"
+echo "|---|---|---|---|---|---|---|---|"
+awk -v mc="$memcpy_gbs" -v tcp="$tcp_all_gbs" -v cores="$cores" '
+  function fold(n, deg, b) { return n * (deg + 2) * b / (2 * mc * 1e9 * (n < cores ? n : cores)) }
+  function mpi_floor(n, b, shm) { return (shm ? 0 : 2 * (n - 1) * b / (tcp * 1e9)) + (shm ? 5 : 3) * (n - 1) * b / (2 * mc * 1e9 * (n < cores ? n : cores)) }
+  {
+    b = $1 * 4; n = $2; a = $3; t = $4; mpi = $5; shm = $6
+    deg = a ~ /^ring/ ? 2 : 1
+    same = a ~ /@/ || a == "mpishm"
+    if (a == "mpi") f = mpi_floor(n, b, 0)
+    else if (a == "mpishm") f = mpi_floor(n, b, 1)
+    else f = fold(n, deg, b) + (same ? 0 : n * deg * b / (tcp * 1e9))
+    base = same ? shm : mpi
+    fbase = mpi_floor(n, b, same)
+    name = a; sub("one_peer_exponential", "one-peer", name); sub("mpishm", "MPI shm", name); sub("^mpi$", "MPI tcp", name)
+    printf "| %.1f | %d | %s | %.1f | %.1f | %.2f | %.2f | %.2f |\n", b / 1e6, n, name, t * 1e3, f * 1e3, t / f, t / base, f / fbase
+  }' "$floors"
+echo
 echo "$(machine_line); $limits"
 python3 bench/plot.py bars "$bars" "time of one round ÷ MPI_Allreduce's (tcp), median; whiskers: per-repeat min..max" \
   "One exchange round against Open MPI ($REPEATS repeats of 10 rounds)" 1 > "$BENCH_OUT/exchange_round.svg"
-rm -f "$bars"
+rm -f "$bars" "$floors"

@@ -96,6 +96,49 @@ TEST(GossipStep, NonFiniteNeighbourValuesAreNotMixedIn) {
   }
 }
 
+// Every degree's fold (one neighbour, two, more) scans the neighbours' chunks in its own pass (the
+// in-process transport's chunks, like lent ones, carry no checksum whose pass would): a chunk
+// with NaN or Inf is left out, its weight to self, with the outlier screen on or off, and also
+// where a sender cuts its vector into other chunks than ours (then scanned before the fold).
+TEST(GossipStep, NonFiniteChunksAreLeftOutWhateverTheDegree) {
+  const size_t dim = 12;
+  const std::pair<topology::Kind, int> graphs[] = {
+      {topology::Kind::kOnePeerExponential, 4}, {topology::Kind::kRing, 4}, {topology::Kind::kComplete, 5}};
+  for (const auto& [kind, n] : graphs)
+    for (double ratio : {0.0, 10.0})
+      for (bool mismatched : {false, true}) {
+        const topology::Graph g{kind, 0, {}};
+        auto chunk_of = [&](int r) -> size_t { return mismatched && r == 1 ? 5 : 4; };
+        std::vector<std::vector<float>> x(n, std::vector<float>(dim)), out(n, std::vector<float>(dim));
+        for (int r = 0; r < n; ++r)
+          for (size_t d = 0; d < dim; ++d) x[r][d] = float(r + 1) + 0.01f * float(d);
+        x[1][1] = std::numeric_limits<float>::infinity();
+        x[1][6] = std::numeric_limits<float>::quiet_NaN();
+        gossip::testing::run_peers(n, [&](int r, Transport& t) {
+          GossipStep step(t, g, dim, chunk_of(r), 10.0, ratio);
+          step.step(0, x[r].data(), out[r].data());
+        });
+        const topology::Matrix w = topology::mixing_matrix(g, n, 0);
+        int checked = 0;
+        for (int r = 0; r < n; ++r) {
+          if (r == 1 || w.at(r, 1) == 0) continue;  // peer 1's own mix holds its NaN
+          ++checked;
+          for (size_t d = 0; d < dim; ++d) {
+            double expected = 0;
+            for (int j = 0; j < n; ++j) {
+              const size_t begin = d / chunk_of(j) * chunk_of(j), end = std::min(dim, begin + chunk_of(j));
+              bool bad = false;
+              for (size_t e = begin; e < end; ++e) bad = bad || !std::isfinite(x[j][e]);
+              expected += w.at(r, j) * (bad ? x[r][d] : x[j][d]);
+            }
+            EXPECT_NEAR(out[r][d], expected, 1e-5) << topology::kind_name(kind) << " ratio " << ratio
+                                                   << (mismatched ? " mismatched" : "") << " peer " << r << " float " << d;
+          }
+        }
+        EXPECT_GT(checked, 0) << topology::kind_name(kind);
+      }
+}
+
 // A neighbour's chunk far larger than this peer's values over the same floats is an outlier:
 // not mixed in (its weight goes to self); ordinary chunks, even a few times larger, still are.
 TEST(GossipStep, OutlierNormsAreNotMixedIn) {

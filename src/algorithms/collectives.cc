@@ -134,18 +134,28 @@ std::optional<InMessage> ChunkReader::next() {
     if (!any_) weight_ = m->header.weight;
     any_ = true;
     got_ += m->count;
-    // Checked in the checksum's pass when the chunk came off the network, else here.
-    if (m->verified) scan = payload_scan(m->data, m->bytes(), m->header.dtype);
-    m->finite = scan.finite && std::isfinite(m->header.weight);
-    m->sum_squares = scan.sum_squares;
-    if (!m->finite && !reported_) {
-      reported_ = true;
-      log("peer ", t_->rank(), ": ", t_->describe(peer_), " sent NaN or Inf values in its ", kind_name(m->header.kind),
-          " message of round ", key_.round, ": not mixed in");
+    // Checked in the checksum's pass when the chunk came off the network, else here (or, deferred,
+    // in the caller's pass).
+    if (m->verified && defer_scan_ && !is_compressed(m->header.dtype)) {
+      m->scanned = false;
+      return m;
     }
+    if (m->verified) scan = payload_scan(m->data, m->bytes(), m->header.dtype);
+    settle(*m, scan);
     return m;
   }
   return std::nullopt;
+}
+
+void ChunkReader::settle(InMessage& m, const FloatScan& scan) {
+  m.scanned = true;
+  m.finite = scan.finite && std::isfinite(m.header.weight);
+  m.sum_squares = scan.sum_squares;
+  if (!m.finite && !reported_) {
+    reported_ = true;
+    log("peer ", t_->rank(), ": ", t_->describe(peer_), " sent NaN or Inf values in its ", kind_name(m.header.kind),
+        " message of round ", key_.round, ": not mixed in");
+  }
 }
 
 Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,

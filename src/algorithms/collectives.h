@@ -96,6 +96,13 @@ class ChunkReader {
   // chunk whose values are not of ref.dtype is an error naming the sender (peers configured with
   // different algorithm.wire).
   std::optional<InMessage> next();
+  // With a deferred scan, a chunk that needs no checksum (lent, or in-process) comes back from
+  // next() unscanned (scanned = false, finite = true): the caller scans its values in its own
+  // single pass over them (the gossip fold) and must call settle() with the result before it
+  // trusts the mix — and mix it again without the chunk when settle() finds it not finite.
+  void defer_scan() { defer_scan_ = true; }
+  // Records a scan of m's values: finite, Σ value², the once-per-vector report of NaN/Inf.
+  void settle(InMessage& m, const FloatScan& scan);
   size_t position() const { return got_; }  // floats read so far
   double weight() const { return weight_; }
 
@@ -110,6 +117,7 @@ class ChunkReader {
   size_t got_ = 0;
   bool any_ = false;
   bool reported_ = false;
+  bool defer_scan_ = false;
   double weight_ = 0;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <type_traits>
 
@@ -30,7 +31,8 @@ inline float own_share(float self, float rest, float x) {
 // the common degrees get one fused loop each. A neighbour's chunk with NaN/Inf is not mixed in:
 // our own values stand in for it, so its weight goes to self for that span. With kNorm, returns
 // Σ src² (taken in the same pass, for the outlier screen; float partial sums per block, added up
-// in double).
+// in double). With kCheck, also scans every v_k in that pass (into theirs[k]: Σ v_k² and whether
+// one is NaN/Inf): the single read of a chunk that needed no checksum (ChunkReader::defer_scan).
 // kBf16: the chunks hold bf16 values and dst = src − rest·Q(src) + Σ_k w_k·v_k, where rest =
 // Σ_k w_k; a chunk not mixed in stands in as `own` = Q(src), so its term w_k·(own − own) vanishes.
 struct Fold {
@@ -42,9 +44,24 @@ struct Fold {
   const std::vector<std::optional<InMessage>>* current;
   const std::vector<size_t>* used;  // floats of current[k] before this span
   const std::vector<float>* w;
+  FloatScan* theirs;  // kCheck: one per neighbour, added to
 };
 
-template <bool kNorm, bool kBf16>
+// Bit 31 of the result is set exactly when v is NaN or ±Inf (its exponent bits plus one exponent
+// unit carry out of them only when they were all ones); OR-ed over a block, as in the wire scan.
+inline uint32_t nonfinite_bit(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  return (bits & 0x7F800000u) + 0x00800000u;
+}
+
+// One neighbour's block sums, added to its FloatScan.
+inline void add_block(FloatScan& scan, float sq, uint32_t bad) {
+  scan.sum_squares += sq;
+  if (bad & 0x80000000u) scan.finite = false;
+}
+
+template <bool kNorm, bool kCheck, bool kBf16>
 __attribute__((always_inline)) inline double fold_span_body(const Fold& f) {
   using Value = std::conditional_t<kBf16, uint16_t, float>;
   const auto& current = *f.current;
@@ -61,30 +78,31 @@ __attribute__((always_inline)) inline double fold_span_body(const Fold& f) {
     const size_t n = std::min(f.span - begin, size_t(4096));
     const float* __restrict x = f.src + begin;
     float* __restrict y = f.dst + begin;
-    float sq = 0;
-    if (deg == 0) {
-#pragma omp simd reduction(+ : sq)
-      for (size_t j = 0; j < n; ++j) {
-        y[j] = own_share<kBf16>(self, rest, x[j]);
-        if constexpr (kNorm) sq += x[j] * x[j];
-      }
-    } else if (deg == 1) {
+    float sq = 0, sq0 = 0, sq1 = 0;
+    uint32_t bad0 = 0, bad1 = 0;
+    if (deg == 1) {
       const Value* __restrict a = values(0, begin);
       const float w0 = w[0];
-#pragma omp simd reduction(+ : sq)
+#pragma omp simd reduction(+ : sq, sq0) reduction(| : bad0)
       for (size_t j = 0; j < n; ++j) {
-        y[j] = own_share<kBf16>(self, rest, x[j]) + w0 * widen(a[j]);
+        const float a0 = widen(a[j]);
+        y[j] = own_share<kBf16>(self, rest, x[j]) + w0 * a0;
         if constexpr (kNorm) sq += x[j] * x[j];
+        if constexpr (kCheck) sq0 += a0 * a0, bad0 |= nonfinite_bit(a0);
       }
+      if constexpr (kCheck) add_block(f.theirs[0], sq0, bad0);
     } else if (deg == 2) {
       const Value* __restrict a = values(0, begin);
       const Value* __restrict b = values(1, begin);
       const float w0 = w[0], w1 = w[1];
-#pragma omp simd reduction(+ : sq)
+#pragma omp simd reduction(+ : sq, sq0, sq1) reduction(| : bad0, bad1)
       for (size_t j = 0; j < n; ++j) {
-        y[j] = own_share<kBf16>(self, rest, x[j]) + w0 * widen(a[j]) + w1 * widen(b[j]);
+        const float a0 = widen(a[j]), b0 = widen(b[j]);
+        y[j] = own_share<kBf16>(self, rest, x[j]) + w0 * a0 + w1 * b0;
         if constexpr (kNorm) sq += x[j] * x[j];
+        if constexpr (kCheck) sq0 += a0 * a0, sq1 += b0 * b0, bad0 |= nonfinite_bit(a0), bad1 |= nonfinite_bit(b0);
       }
+      if constexpr (kCheck) add_block(f.theirs[0], sq0, bad0), add_block(f.theirs[1], sq1, bad1);
     } else {
 #pragma omp simd reduction(+ : sq)
       for (size_t j = 0; j < n; ++j) {
@@ -94,7 +112,14 @@ __attribute__((always_inline)) inline double fold_span_body(const Fold& f) {
       for (size_t k = 0; k < deg; ++k) {
         const Value* __restrict a = values(k, begin);
         const float wk = w[k];
-        for (size_t j = 0; j < n; ++j) y[j] += wk * widen(a[j]);
+        sq0 = 0, bad0 = 0;
+#pragma omp simd reduction(+ : sq0) reduction(| : bad0)
+        for (size_t j = 0; j < n; ++j) {
+          const float a0 = widen(a[j]);
+          y[j] += wk * a0;
+          if constexpr (kCheck) sq0 += a0 * a0, bad0 |= nonfinite_bit(a0);
+        }
+        if constexpr (kCheck) add_block(f.theirs[k], sq0, bad0);
       }
     }
     total += sq;
@@ -105,18 +130,25 @@ __attribute__((always_inline)) inline double fold_span_body(const Fold& f) {
 // AVX2 where the CPU has it (common/cpu_features.h): about 8 % off a bf16 round. Without FMA in
 // the target, every value comes out as in the baseline build.
 #if defined(__x86_64__)
-template <bool kNorm, bool kBf16>
+template <bool kNorm, bool kCheck, bool kBf16>
 GOSSIP_TARGET_AVX2 double fold_span_avx2(const Fold& f) {
-  return fold_span_body<kNorm, kBf16>(f);
+  return fold_span_body<kNorm, kCheck, kBf16>(f);
 }
 #endif
 
-template <bool kNorm, bool kBf16>
+template <bool kNorm, bool kCheck, bool kBf16>
 double fold_span(const Fold& f) {
 #if defined(__x86_64__)
-  if (cpu_has_avx2()) return fold_span_avx2<kNorm, kBf16>(f);
+  if (cpu_has_avx2()) return fold_span_avx2<kNorm, kCheck, kBf16>(f);
 #endif
-  return fold_span_body<kNorm, kBf16>(f);
+  return fold_span_body<kNorm, kCheck, kBf16>(f);
+}
+
+// The fold with the flags chosen at run time.
+double fold_span(const Fold& f, bool norm, bool check, bool bf16) {
+  if (check) return bf16 ? fold_span<true, true, true>(f) : fold_span<true, true, false>(f);
+  if (bf16) return norm ? fold_span<true, false, true>(f) : fold_span<false, false, true>(f);
+  return norm ? fold_span<true, false, false>(f) : fold_span<false, false, false>(f);
 }
 
 }  // namespace
@@ -184,8 +216,10 @@ void GossipStep::step(uint64_t round, const float* in, float* out) {
   std::vector<float> weights(deg);
   for (size_t k = 0; k < deg; ++k) {
     readers.emplace_back(*t_, nb.in[k].peer, ref, 0, floats_, timeout_s_);
+    readers.back().defer_scan();  // a chunk without a checksum is scanned in the fold's own pass
     weights[k] = static_cast<float>(nb.in[k].weight);
   }
+  std::vector<FloatScan> theirs(deg);
   std::vector<bool> reported(deg, false);
   // An outlier chunk (norm far beyond ours over the same floats) is treated like a NaN chunk:
   // true when current[k] is one (and then marked so). `ours` = Σ in² over the chunk's floats.
@@ -218,25 +252,40 @@ void GossipStep::step(uint64_t round, const float* in, float* out) {
     // Usually every neighbour's chunk is exactly this span (the same chunk size everywhere): then
     // our norm over it comes out of the fold itself and an outlier, which is rare, costs a second
     // fold of the span. Otherwise each chunk is screened before its first span is folded.
-    bool whole = true;
-    for (size_t k = 0; k < deg; ++k) whole = whole && used[k] == 0 && current[k]->count == span;
+    // A chunk that came without a checksum (lent, in-process) is scanned in the fold's pass too,
+    // and the span folded again without it when it turns out not finite.
+    bool whole = true, unscanned = false;
+    for (size_t k = 0; k < deg; ++k) {
+      whole = whole && used[k] == 0 && current[k]->count == span;
+      unscanned = unscanned || !current[k]->scanned;
+    }
+    if (!whole)
+      for (size_t k = 0; k < deg; ++k)
+        if (!current[k]->scanned)
+          readers[k].settle(*current[k], payload_scan(current[k]->data, current[k]->bytes(), wire_));
     if (!whole && max_norm_ratio_ > 0)
       for (size_t k = 0; k < deg; ++k)
         if (used[k] == 0 && current[k]->header.offset + current[k]->count <= floats_)
           outlier(k, sum_squares(in + current[k]->header.offset, current[k]->count));
-    auto fold = [&](bool norm) {
+    auto fold = [&](bool norm, bool check) {
       const uint16_t* own = bf16 ? rounded_.data() + pos : nullptr;
-      const Fold f{self, rest, in + pos, own, out + pos, span, &current, &used, &weights};
-      if (bf16) return norm ? fold_span<true, true>(f) : fold_span<false, true>(f);
-      return norm ? fold_span<true, false>(f) : fold_span<false, false>(f);
+      const Fold f{self, rest, in + pos, own, out + pos, span, &current, &used, &weights, theirs.data()};
+      return fold_span(f, norm, check, bf16);
     };
-    if (whole && max_norm_ratio_ > 0) {
-      const double ours = fold(true);
+    if (whole && (max_norm_ratio_ > 0 || unscanned)) {
+      std::fill(theirs.begin(), theirs.end(), FloatScan{});
+      const double ours = fold(true, unscanned);
       bool refold = false;
-      for (size_t k = 0; k < deg; ++k) refold = outlier(k, ours) || refold;
-      if (refold) fold(false);
+      for (size_t k = 0; k < deg; ++k) {
+        if (!current[k]->scanned) {
+          readers[k].settle(*current[k], theirs[k]);
+          refold = refold || !current[k]->finite;
+        }
+        refold = outlier(k, ours) || refold;
+      }
+      if (refold) fold(false, false);
     } else {
-      fold(false);
+      fold(false, false);
     }
     for (size_t k = 0; k < deg; ++k) used[k] += span;
     pos += span;

@@ -62,6 +62,7 @@ struct InMessage {
   bool verified = true;  // false: the consumer must check header.checksum before using data
   bool finite = true;    // set by ChunkReader: false when a value is NaN or ±Inf
   double sum_squares = 0;  // set by ChunkReader: Σ value² (from the checksum's pass over the network)
+  bool scanned = true;     // false: ChunkReader left the scan to the caller's own pass (settle())
 };
 
 struct MatchKey {

@@ -164,7 +164,11 @@ void ZmqTransport::send_to_each(const std::vector<int>& peers, const OutMessage&
   OutMessage m = message;
   m.header.sender = static_cast<uint32_t>(rank());
   m.header.payload_bytes = static_cast<uint32_t>(m.bytes());
-  m.checksum_ready = peers.size() > 1;  // one checksum serves every copy (identical headers)
+  // One checksum serves every copy (identical headers) — except where the values are lent (single
+  // copy): a lent chunk's values carry no checksum, so one is computed on the comm thread only for
+  // a copy that goes over the socket after all (a link whose lending was refused).
+  const bool lent = options_.single_copy && is_vector_kind(m.header.kind) && m.header.payload_bytes > 0;
+  m.checksum_ready = peers.size() > 1 && !lent;
   if (m.checksum_ready) m.header.checksum = message_checksum(m.header, m.data, m.header.payload_bytes);
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
