@@ -19,31 +19,15 @@
 #include "algorithms/collectives.h"
 #include "algorithms/gossip_step.h"
 #include "process_util.h"
+#include "zmq_fixture.h"
 
 namespace gossip::peer {
 namespace {
 
 namespace fs = std::filesystem;
 
-class ZmqTransportTest : public ::testing::Test {
+class ZmqTransportTest : public ZmqFixture {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("gossip_zmq_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  ZmqTransportOptions options(int rank, int n) {
-    ZmqTransportOptions o;
-    o.rank = rank;
-    o.endpoints.assign(n, "tcp://127.0.0.1:0");
-    o.rendezvous_dir = dir_.string();
-    o.max_total_floats = 1 << 20;
-    o.chunk_bytes = 1 << 16;
-    o.timeout_s = 5;
-    o.linger_s = 1;
-    return o;
-  }
   // Four elastic members heartbeating every 50 ms, each watched by `watchers` others.
   std::vector<std::unique_ptr<ZmqTransport>> elastic_four(double dead_after_s, int watchers,
                                                           double unverified_idle_s = 60) {
@@ -59,7 +43,6 @@ class ZmqTransportTest : public ::testing::Test {
     }
     return t;
   }
-  fs::path dir_;
 };
 
 TEST(WatchSets, EachMemberHasItsWatchersAndBeatsAConstantNumber) {
@@ -300,109 +283,6 @@ TEST_F(ZmqTransportTest, IpcEndpointOfALivePeerIsRefused) {
   ASSERT_TRUE(fs::exists(stale));
   o.endpoints = {"ipc://" + stale};
   EXPECT_NO_THROW(ZmqTransport reused(o));
-}
-
-// Single copy: the receiver copies each chunk straight out of the sender's buffer, which the
-// sender gets back (its guard released) only once the copy is made; the values are exact.
-TEST_F(ZmqTransportTest, SingleCopyChunksArriveExactlyAndAreCountedAsLent) {
-  if (!testing::process_vm_readv_works()) GTEST_SKIP() << "process_vm_readv is not allowed on this machine";
-  ZmqTransportOptions oa = options(0, 2), ob = options(1, 2);
-  oa.single_copy = ob.single_copy = true;
-  ZmqTransport a(oa), b(ob);
-  std::vector<float> data(100003);
-  for (size_t i = 0; i < data.size(); ++i) data[i] = float(i) * 0.5f - 7;
-  for (uint64_t round = 0; round < 3; ++round) {
-    SendGuard guard;
-    send_vector(a, 1, {MessageKind::kGossip, round, 0}, data.data(), guard.owner(), 0, data.size(), data.size(), 0, 4096);
-    std::vector<float> got(data.size(), -1);
-    receive_vector(b, 0, {MessageKind::kGossip, round, 0}, 0, got.size(), 5.0,
-                   [&](size_t i, const float* v, size_t c) { std::copy(v, v + c, got.begin() + i); });
-    guard.wait_released(5.0, "test");
-    EXPECT_EQ(got, data) << "round " << round;
-  }
-  EXPECT_EQ(a.stats().bytes_lent, 3 * data.size() * 4);
-  EXPECT_EQ(b.stats().bytes_received, 3 * (25 * kHeaderBytes + data.size() * 4));
-  EXPECT_EQ(a.stats().messages_dropped + b.stats().messages_dropped, 0u);
-}
-
-// A receiver that will not copy (single_copy off there) refuses the first lent chunk and every
-// one after it; the sender sends them all again over the socket, in order, and the next vectors
-// go over the socket at once. Nothing is lost or reordered.
-TEST_F(ZmqTransportTest, RefusedSingleCopyFallsBackToTheSocketInOrder) {
-  ZmqTransportOptions oa = options(0, 2);
-  oa.single_copy = true;
-  ZmqTransport a(oa), b(options(1, 2));
-  std::vector<float> data(50000);
-  for (size_t i = 0; i < data.size(); ++i) data[i] = float(i);
-  for (uint64_t round = 0; round < 2; ++round) {
-    SendGuard guard;
-    send_vector(a, 1, {MessageKind::kPushSum, round, 0}, data.data(), guard.owner(), 0, data.size(), data.size(), 0.25,
-                1000);
-    std::vector<float> got(data.size(), -1);
-    const Received r = receive_vector(b, 0, {MessageKind::kPushSum, round, 0}, 0, got.size(), 5.0,
-                                      [&](size_t i, const float* v, size_t c) { std::copy(v, v + c, got.begin() + i); });
-    guard.wait_released(5.0, "test");
-    EXPECT_EQ(got, data) << "round " << round;
-    EXPECT_EQ(r.weight, 0.25);
-  }
-  EXPECT_EQ(a.stats().bytes_lent, 0u);
-  EXPECT_EQ(b.stats().messages_dropped, 0u);
-}
-
-// A lent reference whose cookie does not match (another process, host or pid namespace; here a
-// forged one) is not copied: the receiver says so, the forger's values never arrive, and the
-// peer carries on with the next good message.
-TEST_F(ZmqTransportTest, ForgedLentReferenceIsNotCopied) {
-  ZmqTransportOptions oa = options(0, 2);
-  oa.single_copy = true;
-  oa.timeout_s = 0.2;
-  ZmqTransport a(oa);
-  zmq::context_t ctx;
-  zmq::socket_t rogue(ctx, zmq::socket_type::dealer);
-  rogue.set(zmq::sockopt::routing_id, "r1");
-  rogue.set(zmq::sockopt::linger, 0);
-  rogue.connect(a.bound_endpoint());
-  std::vector<float> secret(8, 42.0f);
-  Header h;
-  h.kind = MessageKind::kGossip;
-  h.sender = 1;
-  h.total_floats = 8;
-  h.payload_bytes = 32;
-  h.flags = kFlagLent;
-  LentRef ref;
-  ref.pid = static_cast<uint64_t>(::getpid());  // a real, readable process...
-  ref.address = reinterpret_cast<uintptr_t>(secret.data());
-  uint64_t cookie = 1;
-  ref.cookie_address = reinterpret_cast<uintptr_t>(&cookie);
-  ref.cookie = 2;  // ...but not the one that lent it
-  uint8_t frame[kLentRefBytes], head[kHeaderBytes];
-  encode_lent_ref(ref, frame);
-  h.checksum = message_checksum(h, frame, kLentRefBytes);
-  encode_header(h, head);
-  rogue.send(zmq::buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
-  rogue.send(zmq::buffer(frame, kLentRefBytes), zmq::send_flags::none);
-  Header good;
-  good.kind = MessageKind::kGossip;
-  good.sender = 1;
-  good.total_floats = 8;
-  good.payload_bytes = 32;
-  std::vector<float> values(8, 1.0f);
-  good.checksum = message_checksum(good, values.data(), 32);
-  encode_header(good, head);
-  rogue.send(zmq::buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
-  rogue.send(zmq::buffer(values.data(), 32), zmq::send_flags::none);
-  std::vector<float> got;
-  receive_vector(a, 1, {MessageKind::kGossip, 0, 0}, 0, 8, 5.0,
-                 [&](size_t, const float* v, size_t c) { got.assign(v, v + c); });
-  EXPECT_EQ(got, values) << "the forged reference's values were copied";
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past the connect timeout below
-  good.round = 1;
-  good.checksum = message_checksum(good, values.data(), 32);
-  encode_header(good, head);
-  rogue.send(zmq::buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
-  rogue.send(zmq::buffer(values.data(), 32), zmq::send_flags::none);
-  EXPECT_NO_THROW(receive_vector(a, 1, {MessageKind::kGossip, 1, 0}, 0, 8, 5.0, [](size_t, const float*, size_t) {}))
-      << "answering the forger must not wait on its (never published) endpoint";
 }
 
 TEST_F(ZmqTransportTest, BindFailureNamesTheEndpoint) {

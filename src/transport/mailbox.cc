@@ -93,6 +93,16 @@ void Mailbox::drop_before_epoch(uint32_t epoch) {
   }
 }
 
+void Mailbox::for_each(const std::function<void(InMessage&, bool& keep)>& fn) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [key, queue] : queues_)
+    std::erase_if(queue, [&](InMessage& m) {
+      bool keep = true;
+      fn(m, keep);
+      return !keep;
+    });
+}
+
 size_t Mailbox::pending() const {
   std::lock_guard<std::mutex> lock(mutex_);
   size_t n = 0;

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -29,6 +30,9 @@ class Mailbox {
   // Drops every queued message of an epoch before `epoch` (their round was abandoned); join
   // requests and suspicions, which belong to no epoch, stay.
   void drop_before_epoch(uint32_t epoch);
+  // Calls `fn` on every queued message, under the lock (a message `fn` leaves with keep = false
+  // is dropped): the comm thread copies lent values with it when a view change begins.
+  void for_each(const std::function<void(InMessage&, bool& keep)>& fn);
   // Stores the communication thread's error; every later take() rethrows it.
   void fail(std::exception_ptr error);
   size_t pending() const;

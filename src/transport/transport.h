@@ -63,6 +63,14 @@ struct InMessage {
   bool finite = true;    // set by ChunkReader: false when a value is NaN or ±Inf
   double sum_squares = 0;  // set by ChunkReader: Σ value² (from the checksum's pass over the network)
   bool scanned = true;     // false: ChunkReader left the scan to the caller's own pass (settle())
+  // Single copy: the values are still in the lender's memory (process `pid`, at `address`) and
+  // data is null; the transport's receive() copies them on the consumer's thread, right before
+  // they are used, so they come out of that core's cache. Never seen by a receive() caller.
+  struct Lent {
+    uint64_t pid = 0, address = 0;
+    Clock::time_point arrived{};  // one waiting long is copied by the comm thread after all
+  };
+  std::optional<Lent> lent;
 };
 
 struct MatchKey {

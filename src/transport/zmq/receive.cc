@@ -123,13 +123,18 @@ void ZmqTransport::accept(zmq::socket_t& router, const zmq::message_t& identity,
   in.verified = false;  // the payload checksum is checked by the consumer (receive_vector)
   if (h.flags & kFlagLent) {
     const LentRef ref = decode_lent_ref(static_cast<const uint8_t*>(frames[1].data()));
-    std::shared_ptr<void> values = copy_lent(static_cast<int>(h.sender), h, ref);
-    answer_lent(router, identity, static_cast<int>(h.sender), ref.token, values != nullptr);
-    if (!values) return;  // it comes again over the socket
+    const int lender = static_cast<int>(h.sender);
+    if (!lendable(lender, ref)) {
+      answer_lent(router, identity, lender, ref.token, false);
+      return;  // it comes again over the socket
+    }
+    // Copied by receive() on the training thread; the ticket answers the lender however it goes.
     in.header.flags = 0;
-    in.data = static_cast<const float*>(values.get());
-    in.owner = std::move(values);
+    in.lent = InMessage::Lent{ref.pid, ref.address, Clock::now()};
+    in.owner = std::make_shared<LentTicket>(lent_answers_, LentAnswer{lender, ref.token, true, identity.to_string()});
     in.verified = true;  // copied by the kernel from the sender's own buffer: no checksum to check
+    // While the members change views the training thread may not come for it soon: copy it now.
+    if (changing(Clock::now()) && !copy_lent(in)) return;  // refused: it comes again over the socket
   } else if (reinterpret_cast<uintptr_t>(frames[1].data()) % alignof(float) == 0) {
     auto payload = std::make_shared<zmq::message_t>(std::move(frames[1]));
     in.data = static_cast<const float*>(payload->data());

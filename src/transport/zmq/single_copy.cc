@@ -49,10 +49,11 @@ bool ZmqTransport::send_lent(Link& link, OutMessage& m) {
   return true;
 }
 
-// The values of a lent chunk from `sender`, copied out of its memory; null when they cannot be
-// (then the sender is told, and sends them again over the socket).
-std::shared_ptr<void> ZmqTransport::copy_lent(int sender, const Header& h, const LentRef& ref) {
-  if (unreadable_[sender]) return nullptr;
+// Whether a chunk lent by `sender` may be copied out of its memory (comm thread): single copy on
+// here, the lender not refused before, and its pid checked once to name the lender (the cookie).
+// A refusal is logged once; the lender then sends the values over the socket from now on.
+bool ZmqTransport::lendable(int sender, const LentRef& ref) {
+  if (unreadable_[sender]) return false;
   std::optional<std::string> problem;
   if (!options_.single_copy) {
     problem = "single_copy is off on this peer";
@@ -66,17 +67,58 @@ std::shared_ptr<void> ZmqTransport::copy_lent(int sender, const Header& h, const
       if (!problem) readable_[sender] = {ref.pid, ref.cookie};
     }
   }
-  std::shared_ptr<void> values;
-  if (!problem) {
-    values.reset(std::malloc(std::max<size_t>(h.payload_bytes, 1)), std::free);
-    if (!values) throw Error("peer " + std::to_string(rank()), "out of memory for a " + std::to_string(h.payload_bytes) + "-byte chunk");
-    problem = read_process_memory(ref.pid, ref.address, values.get(), h.payload_bytes);
-  }
-  if (!problem) return values;
+  if (!problem) return true;
   unreadable_[sender] = true;
   log("peer ", rank(), ": cannot copy peer ", sender, "'s values out of its memory (", *problem,
       "): they come over the socket from now on");
-  return nullptr;
+  return false;
+}
+
+// Copies a lent chunk's values out of the lender's memory into a buffer of ours (training
+// thread, in receive(): the values land in the cache of the core about to fold them). Dropping
+// the ticket answers the lender: copied, or refused — then this and every later chunk of that
+// lender waiting here is refused, and it sends them all again over the socket, in order.
+bool ZmqTransport::copy_lent(InMessage& m) {
+  auto* ticket = static_cast<LentTicket*>(m.owner.get());
+  const int lender = ticket->answer.lender;
+  if (lent_answers_->refused(lender)) {
+    ticket->answer.copied = false;
+    return false;  // the caller drops m, and with it the ticket
+  }
+  std::shared_ptr<void> values(std::malloc(std::max<size_t>(m.header.payload_bytes, 1)), std::free);
+  if (!values)
+    throw Error("peer " + std::to_string(rank()), "out of memory for a " + std::to_string(m.header.payload_bytes) + "-byte chunk");
+  if (auto problem = read_process_memory(m.lent->pid, m.lent->address, values.get(), m.header.payload_bytes)) {
+    lent_answers_->refuse_from(lender);
+    log("peer ", rank(), ": cannot copy peer ", lender, "'s values out of its memory (", *problem,
+        "): they come over the socket from now on");
+    ticket->answer.copied = false;
+    return false;
+  }
+  m.data = static_cast<const float*>(values.get());
+  m.lent.reset();
+  m.owner = std::move(values);  // the ticket goes: "copied"
+  return true;
+}
+
+// Lent chunks the training thread has not come for within kLentWait are copied here (comm
+// thread), so a lender is never kept waiting for its buffer on a busy reader: its send, its
+// shutdown (which waits for its lent chunks) and a chunk the reader never asks for complete.
+void ZmqTransport::copy_waiting_lent(Clock::time_point now) {
+  constexpr auto kLentWait = std::chrono::milliseconds(50);
+  if (lent_answers_->waiting() == 0) return;
+  mailbox_.for_each([&](InMessage& m, bool& keep) {
+    if (m.lent && now - m.lent->arrived >= kLentWait) keep = copy_lent(m);
+  });
+}
+
+// Sends the answers the training thread's copies (and dropped lent chunks) owe (comm thread). A
+// refusal also refuses, here, every chunk that lender lends from now on.
+void ZmqTransport::send_lent_answers(zmq::socket_t& router) {
+  for (LentAnswer& a : lent_answers_->take()) {
+    if (!a.copied) unreadable_[a.lender] = true;
+    answer_lent(router, zmq::message_t(a.identity.data(), a.identity.size()), a.lender, a.token, a.copied);
+  }
 }
 
 // Reads the lent-done answers waiting on a link's dealer (those sent back on our connection: see

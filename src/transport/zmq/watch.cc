@@ -161,6 +161,9 @@ void ZmqTransport::note_view_change(Clock::time_point now, uint32_t epoch) {
     return is_vector_kind(m.header.kind) && m.header.kind != MessageKind::kModel && m.header.epoch <= epoch;
   };
   for (auto& [id, link] : links_) std::erase_if(link.pending, stale);
+  // Lent chunks waiting for the training thread, which is about to abandon its round, are
+  // copied here, so their lenders are not kept waiting for their buffers through the change.
+  mailbox_.for_each([this](InMessage& m, bool& keep) { keep = !m.lent || copy_lent(m); });
 }
 
 // A neighbour that binds port 0 may have been dialled through a file an earlier run left (on

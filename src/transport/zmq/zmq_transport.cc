@@ -72,6 +72,7 @@ ZmqTransport::ZmqTransport(ZmqTransportOptions options)
   if (options_.single_copy) ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) throw Error("transport", std::string("eventfd: ") + std::strerror(errno));
+  lent_answers_ = std::make_shared<LentAnswers>(wake_fd_);
   std::promise<std::string> bound;
   std::future<std::string> bound_future = bound.get_future();
   thread_ = std::thread(&ZmqTransport::comm_main, this, std::move(bound));
@@ -88,6 +89,7 @@ ZmqTransport::~ZmqTransport() {
   stop_ = true;
   wake();
   if (thread_.joinable()) thread_.join();
+  lent_answers_->close();  // tickets still in the mailbox no longer write the eventfd
   ::close(wake_fd_);
 }
 
@@ -179,7 +181,10 @@ void ZmqTransport::send_to_each(const std::vector<int>& peers, const OutMessage&
 
 std::optional<InMessage> ZmqTransport::receive(const MatchKey& key, Clock::time_point deadline) {
   const auto start = Clock::now();
-  auto m = mailbox_.take(key, deadline);
+  // A lent chunk's values are copied here, on the consumer's thread; a refused one comes again.
+  std::optional<InMessage> m;
+  do m = mailbox_.take(key, deadline);
+  while (m && m->lent && !copy_lent(*m));
   wait_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
   return m;
 }
@@ -432,13 +437,16 @@ void ZmqTransport::comm_loop(zmq::socket_t& router, zmq::socket_t* zap) {
         unconnected_backlog = true;
       }
     }
-    const int wait_ms = unconnected_backlog ? 20 : options_.elastic && options_.heartbeat_s > 0 ? 50 : 200;
+    int wait_ms = unconnected_backlog ? 20 : options_.elastic && options_.heartbeat_s > 0 ? 50 : 200;
+    if (lent_answers_->waiting() > 0) wait_ms = std::min(wait_ms, 10);  // copy_waiting_lent's turn
     zmq::poll(items.data(), items.size(), std::chrono::milliseconds(wait_ms));
     if (items[1].revents & ZMQ_POLLIN) {
       uint64_t count;
       [[maybe_unused]] ssize_t n = ::read(wake_fd_, &count, sizeof(count));
     }
     send_join_requests(take_queued());
+    copy_waiting_lent(Clock::now());
+    send_lent_answers(router);
     if (zap && (items[2].revents & ZMQ_POLLIN)) answer_zap(*zap);
     if (items[0].revents & ZMQ_POLLIN) receive_all(router);
     if (guard_) {
@@ -462,13 +470,15 @@ void ZmqTransport::comm_loop(zmq::socket_t& router, zmq::socket_t* zap) {
     if (stop_) {
       if (stop_deadline == Clock::time_point{})
         stop_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.linger_s));
-      // stop_ is set after the last send(), so once it is seen an empty queue is final; a send
-      // queued after this turn's drain is still picked up on the next turn.
+      // stop_ is set after the last send() (and the last copy of a lent chunk), so once it is seen
+      // an empty queue is final; a send (or a lent chunk's answer) queued after this turn's drain
+      // is still picked up on the next turn.
       bool queued;
       {
         std::lock_guard<std::mutex> lock(queue_mutex_);
         queued = !queue_.empty();
       }
+      queued = queued || lent_answers_->pending();
       if ((all_sent && !queued) || Clock::now() > stop_deadline) break;
     }
   }

@@ -20,6 +20,7 @@
 #include "transport/zmq/connection_guard.h"
 #include "transport/control_handler.h"
 #include "transport/zmq/drop_log.h"
+#include "transport/zmq/lent_answers.h"
 #include "transport/mailbox.h"
 #include "transport/membership_port.h"
 
@@ -165,7 +166,13 @@ class ZmqTransport final : public MembershipPort {
                       const zmq::message_t& payload);
   bool flush(Link& link, int peer);
   bool send_lent(Link& link, OutMessage& m);
-  std::shared_ptr<void> copy_lent(int sender, const Header& h, const LentRef& ref);
+  // Single copy (single_copy.cc): whether `sender`'s memory may be read (comm thread: the
+  // cookie check, once per lender); the copy of a lent chunk's values on the training thread
+  // (false: refused, the lender sends them again); the answers that copy owes, sent.
+  bool lendable(int sender, const LentRef& ref);
+  bool copy_lent(InMessage& m);
+  void copy_waiting_lent(Clock::time_point now);
+  void send_lent_answers(zmq::socket_t& router);
   void answer_lent(zmq::socket_t& router, const zmq::message_t& identity, int lender, uint64_t token, bool copied);
   void read_lent_done(Link& link, int peer);
   void lent_done(Link& link, int peer, const Header& h);
@@ -241,6 +248,7 @@ class ZmqTransport final : public MembershipPort {
   const uint64_t cookie_;
   std::map<int, std::pair<uint64_t, uint64_t>> readable_;  // id → (pid, cookie) checked
   std::map<int, bool> unreadable_;
+  std::shared_ptr<LentAnswers> lent_answers_;  // set once the eventfd exists; thread-safe
   std::thread thread_;
 };
 

@@ -1,0 +1,259 @@
+// Single-copy transfers (transport/zmq/single_copy.cc): lent chunks, their copy on the reader's
+// thread or, when it does not come for them, on its comm thread; refusals; forged references.
+#include <gtest/gtest.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+#include <zmq.hpp>
+
+#include "algorithms/collectives.h"
+#include "common/error.h"
+#include "process_util.h"
+#include "zmq_fixture.h"
+#include "transport/zmq/lent_answers.h"
+#include "transport/zmq/zmq_transport.h"
+
+namespace gossip::peer {
+namespace {
+
+namespace fs = std::filesystem;
+
+class SingleCopyTest : public ZmqFixture {};
+
+// A connection to `endpoint` that says it is peer 1 (its routing id), for hand-made messages.
+zmq::socket_t claims_to_be_peer_1(zmq::context_t& ctx, const std::string& endpoint) {
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::routing_id, "r1");
+  s.set(zmq::sockopt::linger, 0);
+  s.connect(endpoint);
+  return s;
+}
+
+// Single copy: the receiver copies each chunk straight out of the sender's buffer, which the
+// sender gets back (its guard released) only once the copy is made; the values are exact.
+TEST_F(SingleCopyTest, SingleCopyChunksArriveExactlyAndAreCountedAsLent) {
+  if (!testing::process_vm_readv_works()) GTEST_SKIP() << "process_vm_readv is not allowed on this machine";
+  auto [oa, ob] = lending_pair();
+  ZmqTransport a(oa), b(ob);
+  std::vector<float> data(100003);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = float(i) * 0.5f - 7;
+  for (uint64_t round = 0; round < 3; ++round) {
+    SendGuard guard;
+    send_vector(a, 1, {MessageKind::kGossip, round, 0}, data.data(), guard.owner(), 0, data.size(), data.size(), 0, 4096);
+    std::vector<float> got(data.size(), -1);
+    receive_vector(b, 0, {MessageKind::kGossip, round, 0}, 0, got.size(), 5.0,
+                   [&](size_t i, const float* v, size_t c) { std::copy(v, v + c, got.begin() + i); });
+    guard.wait_released(5.0, "test");
+    EXPECT_EQ(got, data) << "round " << round;
+  }
+  EXPECT_EQ(a.stats().bytes_lent, 3 * data.size() * 4);
+  EXPECT_EQ(b.stats().bytes_received, 3 * (25 * kHeaderBytes + data.size() * 4));
+  EXPECT_EQ(a.stats().messages_dropped + b.stats().messages_dropped, 0u);
+}
+
+// A receiver that will not copy (single_copy off there) refuses the first lent chunk and every
+// one after it; the sender sends them all again over the socket, in order, and the next vectors
+// go over the socket at once. Nothing is lost or reordered.
+TEST_F(SingleCopyTest, RefusedSingleCopyFallsBackToTheSocketInOrder) {
+  ZmqTransportOptions oa = options(0, 2);
+  oa.single_copy = true;
+  ZmqTransport a(oa), b(options(1, 2));
+  std::vector<float> data(50000);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = float(i);
+  for (uint64_t round = 0; round < 2; ++round) {
+    SendGuard guard;
+    send_vector(a, 1, {MessageKind::kPushSum, round, 0}, data.data(), guard.owner(), 0, data.size(), data.size(), 0.25,
+                1000);
+    std::vector<float> got(data.size(), -1);
+    const Received r = receive_vector(b, 0, {MessageKind::kPushSum, round, 0}, 0, got.size(), 5.0,
+                                      [&](size_t i, const float* v, size_t c) { std::copy(v, v + c, got.begin() + i); });
+    guard.wait_released(5.0, "test");
+    EXPECT_EQ(got, data) << "round " << round;
+    EXPECT_EQ(r.weight, 0.25);
+  }
+  EXPECT_EQ(a.stats().bytes_lent, 0u);
+  EXPECT_EQ(b.stats().messages_dropped, 0u);
+}
+
+// A lent reference whose cookie does not match (another process, host or pid namespace; here a
+// forged one) is not copied: the receiver says so, the forger's values never arrive, and the
+// peer carries on with the next good message.
+TEST_F(SingleCopyTest, ForgedLentReferenceIsNotCopied) {
+  ZmqTransportOptions oa = options(0, 2);
+  oa.single_copy = true;
+  oa.timeout_s = 0.2;
+  ZmqTransport a(oa);
+  zmq::context_t ctx;
+  zmq::socket_t rogue = claims_to_be_peer_1(ctx, a.bound_endpoint());
+  std::vector<float> secret(8, 42.0f);
+  Header h;
+  h.kind = MessageKind::kGossip;
+  h.sender = 1;
+  h.total_floats = 8;
+  h.payload_bytes = 32;
+  h.flags = kFlagLent;
+  LentRef ref;
+  ref.pid = static_cast<uint64_t>(::getpid());  // a real, readable process...
+  ref.address = reinterpret_cast<uintptr_t>(secret.data());
+  uint64_t cookie = 1;
+  ref.cookie_address = reinterpret_cast<uintptr_t>(&cookie);
+  ref.cookie = 2;  // ...but not the one that lent it
+  uint8_t frame[kLentRefBytes], head[kHeaderBytes];
+  encode_lent_ref(ref, frame);
+  h.checksum = message_checksum(h, frame, kLentRefBytes);
+  encode_header(h, head);
+  rogue.send(zmq::buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
+  rogue.send(zmq::buffer(frame, kLentRefBytes), zmq::send_flags::none);
+  Header good;
+  good.kind = MessageKind::kGossip;
+  good.sender = 1;
+  good.total_floats = 8;
+  good.payload_bytes = 32;
+  std::vector<float> values(8, 1.0f);
+  good.checksum = message_checksum(good, values.data(), 32);
+  encode_header(good, head);
+  rogue.send(zmq::buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
+  rogue.send(zmq::buffer(values.data(), 32), zmq::send_flags::none);
+  std::vector<float> got;
+  receive_vector(a, 1, {MessageKind::kGossip, 0, 0}, 0, 8, 5.0,
+                 [&](size_t, const float* v, size_t c) { got.assign(v, v + c); });
+  EXPECT_EQ(got, values) << "the forged reference's values were copied";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past the connect timeout below
+  good.round = 1;
+  good.checksum = message_checksum(good, values.data(), 32);
+  encode_header(good, head);
+  rogue.send(zmq::buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
+  rogue.send(zmq::buffer(values.data(), 32), zmq::send_flags::none);
+  EXPECT_NO_THROW(receive_vector(a, 1, {MessageKind::kGossip, 1, 0}, 0, 8, 5.0, [](size_t, const float*, size_t) {}))
+      << "answering the forger must not wait on its (never published) endpoint";
+}
+
+// The reader copies a lent chunk when it takes it; one it does not come for is copied by its
+// comm thread after a moment, so the lender's send completes all the same (the reader may be
+// busy, or never want it), and the values, taken later, are still exactly the lender's.
+TEST_F(SingleCopyTest, ALentChunkTheReaderDoesNotTakeIsCopiedForIt) {
+  if (!testing::process_vm_readv_works()) GTEST_SKIP() << "process_vm_readv is not allowed on this machine";
+  auto [oa, ob] = lending_pair();
+  ZmqTransport a(oa), b(ob);
+  std::vector<float> data(50000);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = float(i) + 0.25f;
+  {
+    SendGuard guard;
+    send_vector(a, 1, {MessageKind::kGossip, 7, 0}, data.data(), guard.owner(), 0, data.size(), data.size(), 0, 4096);
+    EXPECT_NO_THROW(guard.wait_released(5.0, "test")) << "nobody answered the lender";
+  }
+  std::fill(data.begin(), data.end(), -1.0f);  // the lender reuses its buffer
+  std::vector<float> got(data.size(), 0);
+  receive_vector(b, 0, {MessageKind::kGossip, 7, 0}, 0, got.size(), 5.0,
+                 [&](size_t i, const float* v, size_t c) { std::copy(v, v + c, got.begin() + i); });
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], float(i) + 0.25f) << i;
+  EXPECT_EQ(a.stats().bytes_lent, data.size() * 4);
+}
+
+// A reader that stops right after it copied a lent chunk still answers it: the lender's send
+// completes (its comm thread sends the answers the training thread left before it exits).
+TEST_F(SingleCopyTest, AReaderThatStopsRightAfterItsCopyStillAnswers) {
+  if (!testing::process_vm_readv_works()) GTEST_SKIP() << "process_vm_readv is not allowed on this machine";
+  for (int trial = 0; trial < 20; ++trial) {
+    auto [oa, ob] = lending_pair();
+    ZmqTransport a(oa);
+    std::vector<float> data(1000, float(trial));
+    SendGuard guard;
+    {
+      ZmqTransport b(ob);
+      send_vector(a, 1, {MessageKind::kAllGather, uint64_t(trial), 0}, data.data(), guard.owner(), 0, data.size(),
+                  data.size(), 0, 1000);
+      size_t got = 0;
+      receive_vector(b, 0, {MessageKind::kAllGather, uint64_t(trial), 0}, 0, data.size(), 5.0,
+                     [&](size_t, const float*, size_t c) { got += c; });
+      EXPECT_EQ(got, data.size());
+    }
+    EXPECT_NO_THROW(guard.wait_released(2.0, "test")) << "trial " << trial;
+    fs::remove(dir_ / "peer-0");
+    fs::remove(dir_ / "peer-1");
+  }
+}
+
+// A reference that passes the cookie check but whose values cannot be read (here: an address
+// nothing is mapped at) is refused when the copy fails: the chunk is never delivered, and the
+// next message of that sender, over the socket, is.
+TEST_F(SingleCopyTest, ALentChunkWhoseCopyFailsIsRefusedAndNotDelivered) {
+  ZmqTransportOptions oa = options(0, 2);
+  oa.single_copy = true;
+  ZmqTransport a(oa);
+  zmq::context_t ctx;
+  zmq::socket_t rogue = claims_to_be_peer_1(ctx, a.bound_endpoint());
+  uint64_t cookie = 0x5eed;
+  auto send = [&](uint64_t round, const void* payload, size_t bytes, uint16_t flags) {
+    Header h;
+    h.kind = MessageKind::kGossip;
+    h.sender = 1;
+    h.round = round;
+    h.total_floats = 8;
+    h.payload_bytes = flags ? 32 : static_cast<uint32_t>(bytes);
+    h.flags = flags;
+    h.checksum = message_checksum(h, payload, bytes);
+    uint8_t head[kHeaderBytes];
+    encode_header(h, head);
+    rogue.send(zmq::buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
+    rogue.send(zmq::buffer(payload, bytes), zmq::send_flags::none);
+  };
+  LentRef ref;
+  ref.pid = static_cast<uint64_t>(::getpid());
+  ref.address = 16;  // unmapped
+  ref.cookie_address = reinterpret_cast<uintptr_t>(&cookie);
+  ref.cookie = cookie;
+  uint8_t frame[kLentRefBytes];
+  encode_lent_ref(ref, frame);
+  send(0, frame, kLentRefBytes, kFlagLent);
+  std::vector<float> values(8, 3.0f), got;
+  send(1, values.data(), 32, 0);
+  EXPECT_THROW(receive_vector(a, 1, {MessageKind::kGossip, 0, 0}, 0, 8, 0.5, [](size_t, const float*, size_t) {}),
+               PeerLost);
+  receive_vector(a, 1, {MessageKind::kGossip, 1, 0}, 0, 8, 5.0,
+                 [&](size_t, const float* v, size_t c) { got.assign(v, v + c); });
+  EXPECT_EQ(got, values);
+}
+
+// The answers owed to lenders: posted by tickets however they go, taken by the comm thread;
+// none once the transport closed them; refusals remembered per lender.
+TEST(LentAnswers, TicketsPostTheirAnswerAndCountWhileTheyWait) {
+  const int fd = ::eventfd(0, EFD_NONBLOCK);
+  ASSERT_GE(fd, 0);
+  auto answers = std::make_shared<LentAnswers>(fd);
+  {
+    LentTicket copied(answers, LentAnswer{3, 11, true, "r3"});
+    auto refused = std::make_unique<LentTicket>(answers, LentAnswer{4, 12, true, "r4"});
+    EXPECT_EQ(answers->waiting(), 2);
+    refused->answer.copied = false;
+    refused.reset();
+    EXPECT_EQ(answers->waiting(), 1);
+  }
+  EXPECT_EQ(answers->waiting(), 0);
+  uint64_t woken = 0;
+  EXPECT_EQ(::read(fd, &woken, sizeof(woken)), ssize_t(sizeof(woken)));
+  EXPECT_EQ(woken, 2u);
+  std::vector<LentAnswer> got = answers->take();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].lender, 4);
+  EXPECT_FALSE(got[0].copied);
+  EXPECT_EQ(got[1].token, 11u);
+  EXPECT_TRUE(got[1].copied);
+  EXPECT_EQ(got[1].identity, "r3");
+  EXPECT_TRUE(answers->take().empty());
+  EXPECT_FALSE(answers->refused(4));
+  answers->refuse_from(4);
+  EXPECT_TRUE(answers->refused(4));
+  EXPECT_FALSE(answers->refused(3));
+  answers->close();
+  { LentTicket late(answers, LentAnswer{5, 13, true, "r5"}); }
+  EXPECT_TRUE(answers->take().empty());
+  EXPECT_EQ(::read(fd, &woken, sizeof(woken)), -1) << "a closed transport's eventfd was written";
+  ::close(fd);
+}
+
+}  // namespace
+}  // namespace gossip::peer
