@@ -31,7 +31,8 @@ class Mailbox {
   // requests and suspicions, which belong to no epoch, stay.
   void drop_before_epoch(uint32_t epoch);
   // Calls `fn` on every queued message, under the lock (a message `fn` leaves with keep = false
-  // is dropped): the comm thread copies lent values with it when a view change begins.
+  // is dropped): the comm thread copies lent values with it (those waiting long, and all of them
+  // when a view change begins).
   void for_each(const std::function<void(InMessage&, bool& keep)>& fn);
   // Stores the communication thread's error; every later take() rethrows it.
   void fail(std::exception_ptr error);
