@@ -74,8 +74,9 @@ bool ZmqTransport::lendable(int sender, const LentRef& ref) {
   return false;
 }
 
-// Copies a lent chunk's values out of the lender's memory into a buffer of ours (training
-// thread, in receive(): the values land in the cache of the core about to fold them). Dropping
+// Copies a lent chunk's values out of the lender's memory into a buffer of ours: on the training
+// thread in receive(), so the values land in the cache of the core about to fold them; on the
+// comm thread (under the mailbox's lock) for one waiting long or in a view change. Dropping
 // the ticket answers the lender: copied, or refused — then this and every later chunk of that
 // lender waiting here is refused, and it sends them all again over the socket, in order.
 bool ZmqTransport::copy_lent(InMessage& m) {

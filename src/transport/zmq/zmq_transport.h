@@ -167,8 +167,9 @@ class ZmqTransport final : public MembershipPort {
   bool flush(Link& link, int peer);
   bool send_lent(Link& link, OutMessage& m);
   // Single copy (single_copy.cc): whether `sender`'s memory may be read (comm thread: the
-  // cookie check, once per lender); the copy of a lent chunk's values on the training thread
-  // (false: refused, the lender sends them again); the answers that copy owes, sent.
+  // cookie check, once per lender); the copy of a lent chunk's values (false: refused, the lender
+  // sends them again) — on the training thread in receive(), or on the comm thread for chunks
+  // waiting long (copy_waiting_lent) or in a view change; the answers those copies owe, sent.
   bool lendable(int sender, const LentRef& ref);
   bool copy_lent(InMessage& m);
   void copy_waiting_lent(Clock::time_point now);
