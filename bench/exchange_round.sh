@@ -103,15 +103,17 @@ echo
 echo "| MB | n | row | ms | floor ms | × floor | ÷ MPI (tcp rows) or MPI shm (same-host rows) | floors ours / MPI |"
 echo "|---|---|---|---|---|---|---|---|"
 awk -v mc="$memcpy_gbs" -v tcp="$tcp_all_gbs" -v cores="$cores" '
-  function fold(n, deg, b) { return n * (deg + 2) * b / (2 * mc * 1e9 * (n < cores ? n : cores)) }
-  function mpi_floor(n, b, shm) { return (shm ? 0 : 2 * (n - 1) * b / (tcp * 1e9)) + (shm ? 5 : 3) * (n - 1) * b / (2 * mc * 1e9 * (n < cores ? n : cores)) }
+  function moved(bytes, n) { return bytes / (2 * mc * 1e9 * (n < cores ? n : cores)) }  # read + write, on n peers
+  function sent(bytes) { return bytes / (tcp * 1e9) }
+  function fold(n, deg, b) { return moved(n * (deg + 2) * b, n) }
+  function mpi_floor(n, b, shm) { return shm ? moved(5 * (n - 1) * b, n) : sent(2 * (n - 1) * b) + moved(3 * (n - 1) * b, n) }
   {
     b = $1 * 4; n = $2; a = $3; t = $4; mpi = $5; shm = $6
     deg = a ~ /^ring/ ? 2 : 1
     same = a ~ /@/ || a == "mpishm"
     if (a == "mpi") f = mpi_floor(n, b, 0)
     else if (a == "mpishm") f = mpi_floor(n, b, 1)
-    else f = fold(n, deg, b) + (same ? 0 : n * deg * b / (tcp * 1e9))
+    else f = fold(n, deg, b) + (same ? 0 : sent(n * deg * b))
     base = same ? shm : mpi
     fbase = mpi_floor(n, b, same)
     name = a; sub("one_peer_exponential", "one-peer", name); sub("mpishm", "MPI shm", name); sub("^mpi$", "MPI tcp", name)
