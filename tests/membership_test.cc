@@ -201,12 +201,14 @@ TEST(Elastic, TwoPeersJoinARunningRingOfFour) {
   const std::vector<double> bar = averaged(fixed.output);
   ASSERT_EQ(bar.size(), 6u);
 
-  // The members' steps take 200x as long (asleep: their compute is ~20 µs, so the run lasts
-  // ~15 s instead of 2). On 2 loaded cores a joiner process took up to 2.5 s to start, and the
-  // second joiner, started once the first had joined, found the run over (also at 4x and 12x).
-  // More epochs instead would overfit this noisy set below the static run's accuracy.
+  // The members' steps take 8 ms (asleep: their compute is ~20 µs, so the run lasts ~18 s
+  // instead of 2). On 2 loaded cores a joiner process took up to 2.5 s to start, and the second
+  // joiner, started once the first had joined, found the run over at full speed. More epochs
+  // instead would overfit this noisy set below the static run's accuracy. Paced, not multiplied
+  // (--slowdown 200 did that): a multiple of the measured step also multiplies every preemption
+  // of it, and under ASan beside other tests the run then outlasted the joiners' 120 s.
   const std::string y = dir.write("four.yaml", yaml(4, 45));
-  testing::BackgroundRun run(y, dir.path() + "/run.log", "--slowdown 200");
+  testing::BackgroundRun run(y, dir.path() + "/run.log", "--min-step-ms 8");
   const std::string contact0 = run.peer0_endpoint();
   ASSERT_FALSE(contact0.empty()) << run.log();
   testing::wait_for_text(dir.path() + "/run.log", "step 100/", 60);
@@ -234,10 +236,10 @@ TEST(Elastic, TwoPeersJoinARunningRingOfFour) {
 // row); every member ends in the same view of 6.
 TEST(Elastic, TwoConcurrentJoinsThroughDifferentMembers) {
   TempDir dir;
-  // The members' steps take 200x as long (asleep: the run lasts ~12 s instead of 1.2): at full
-  // speed it once ended on 2 loaded cores before the joiners' requests arrived.
+  // The members' steps take 8 ms (asleep: the run lasts ~12 s instead of 1.2): at full speed it
+  // once ended on 2 loaded cores before the joiners' requests arrived.
   const std::string y = dir.write("four.yaml", yaml(4, 30));
-  testing::BackgroundRun run(y, dir.path() + "/run.log", "--slowdown 200");
+  testing::BackgroundRun run(y, dir.path() + "/run.log", "--min-step-ms 8");
   ASSERT_FALSE(run.peer0_endpoint().empty()) << run.log();
   testing::wait_for_text(dir.path() + "/run.log", "step 100/", 60);
   start_joiner(dir, y, endpoint_of_rank(run.log(), 1), "join-a");

@@ -64,18 +64,20 @@ std::string wait_for_end(const std::string& log, int limit_s) {
 
 class ModelProcess : public ::testing::TestWithParam<std::string> {};
 
-// 4 ring peers (slowed, so the run is still going when the joiner's process is up); one joins,
-// then one is SIGKILLed: the 3 survivors and the joiner end with one averaged model, which has
+// 4 ring peers (paced at 60 ms a step, so the run is still going when the joiner's process is up
+// and lasts ~18 s on any build: --slowdown 20 multiplied ASan's compute and every preemption to
+// over 200 s on two busy cores); one joins, then one is SIGKILLed: the 3 survivors and the
+// joiner end with one averaged model, which has
 // learned (CNN: accuracy over chance; GPT: well under 8 bits per byte).
 TEST_P(ModelProcess, JoinThenCrash) {
   TempDir dir;
   const std::string y = dir.write("run.yaml", yaml(dir, GetParam(), 4, "{kind: gossip, dead_after_s: 2}", 300));
-  testing::BackgroundRun run(y, dir.path() + "/run.log", "--slowdown 20");
+  testing::BackgroundRun run(y, dir.path() + "/run.log", "--min-step-ms 60");
   const std::string contact = run.peer0_endpoint();
   ASSERT_FALSE(contact.empty()) << run.log();
   testing::wait_for_text(dir.path() + "/run.log", "step 20/", 60);
-  // The timeout only guards against a hung joiner: under ASan on two busy cores this run takes
-  // over 200 s, and a joiner killed at 120 s once left its final line unwritten.
+  // The timeout only guards against a hung joiner (one killed at 120 s once left its final line
+  // unwritten, when this run was stretched by a multiple of its steps' time).
   ASSERT_EQ(std::system(("timeout -s KILL 280 " + testing::bin("gossip-peer") + " --config " + y + " --join " + contact +
                          " > " + dir.path() + "/join.log 2>&1 &").c_str()),
             0);

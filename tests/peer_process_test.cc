@@ -358,6 +358,30 @@ TEST(PeerProcesses, SingleCopyTrainsBitIdenticallyToTheSocket) {
   EXPECT_EQ(plain.output.find("lent_MB"), std::string::npos);
 }
 
+// --min-step-ms paces every step (the rest asleep): the run lasts at least steps × the pace, and
+// the models are exactly those of an unpaced run. Values outside 0..60000 are refused by name.
+TEST(Launcher, PacedStepsLastTheirMinimumAndLeaveTheModelsAsTheyWere) {
+  TempDir dir;
+  const std::string yaml = dir.write("run.yaml", config(2, "ring", "gossip", "", "{lr: 0.05, batch: 32, epochs: 1}"));
+  const auto plain = run_command(testing::bin("gossip-launch") + " " + yaml, 60);
+  const auto paced = run_command(testing::bin("gossip-launch") + " " + yaml + " --min-step-ms 30", 60);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  ASSERT_EQ(paced.exit_code, 0) << paced.output;
+  const std::set<std::string> model = testing::crcs_in(plain.output);
+  EXPECT_EQ(model.size(), 1u) << plain.output;
+  EXPECT_EQ(testing::crcs_in(paced.output), model) << paced.output;
+  const std::vector<double> steps = capture_all(paced.output, R"(training rows, (\d+) steps)");
+  const std::vector<double> train_s = capture_all(paced.output, R"(train_s ([0-9.]+))");
+  ASSERT_EQ(steps.size(), 2u) << paced.output;
+  ASSERT_EQ(train_s.size(), 2u) << paced.output;
+  for (double t : train_s) EXPECT_GE(t, steps[0] * 0.030) << paced.output;
+  for (const char* bad : {"-1", "60001", "nan"}) {
+    const auto r = run_command(testing::bin("gossip-peer") + " --config " + yaml + " --min-step-ms " + bad, 30);
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_NE(r.output.find("min"), std::string::npos) << bad << ": " << r.output;
+  }
+}
+
 // A neighbour that never shows up: the peer fails with a clear error naming it, no hang.
 TEST(PeerProcesses, DeadNeighbourIsReportedNotWaitedForever) {
   TempDir dir;

@@ -311,6 +311,8 @@ int run(int argc, char** argv) {
   flags.add_string("device", "passed on to every peer", std::nullopt);
   flags.add_string("slowdown", "passed on to every peer (tests, benchmarks: each step takes this many times longer)",
                    std::nullopt);
+  flags.add_string("min-step-ms", "passed on to every peer (tests, benchmarks: each step takes at least this many ms)",
+                   std::nullopt);
   flags.add_bool("resume", "passed on: every peer continues from its newest common checkpoint");
   flags.add_string("plot", "at the end, draw every peer's loss, accuracy and consensus distance against time "
                    "into this SVG file", std::nullopt);
@@ -351,7 +353,7 @@ int run(int argc, char** argv) {
     }
     std::vector<std::string> args{peer_bin, "--config", config, "--rank", std::to_string(r)};
     if (!rendezvous.empty()) args.insert(args.end(), {"--rendezvous", rendezvous});
-    for (const char* f : {"epochs", "device", "slowdown"})
+    for (const char* f : {"epochs", "device", "slowdown", "min-step-ms"})
       if (flags.has(f)) args.insert(args.end(), {std::string("--") + f, flags.get_string(f)});
     if (flags.get_bool("resume")) args.push_back("--resume");
     std::vector<std::string> env{local_rank_env(r)};

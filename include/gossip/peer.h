@@ -42,6 +42,10 @@ struct PeerOptions {
   std::string device;                 // "auto", "cpu" or "cuda" ("": the YAML's `device`)
   std::optional<double> epochs;       // optimizer.epochs
   double slowdown = 1;                // benchmarks: every step takes this many times longer (1..1000)
+  // Tests and benchmarks: every step takes at least this long, the rest asleep (0..60000 ms). Unlike
+  // `slowdown`, which multiplies the step's measured time (so a sanitizer build or a busy machine
+  // stretches it further), a run of S steps then lasts about S × min_step_ms on any build.
+  double min_step_ms = 0;
 
   // GOSSIP_CONFIG, GOSSIP_RANK, GOSSIP_RENDEZVOUS and GOSSIP_RESUME, as gossip-launch
   // [--resume] CONFIG -- CMD sets them.

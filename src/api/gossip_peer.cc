@@ -30,6 +30,8 @@ void add_flags(gossip::Flags& flags) {
   flags.add_string("key", "with --join and security: this peer's key pair (made by gossip-keygen; its .pub allowed)", std::nullopt);
   flags.add_string("join-key", "with --join and security: the contact's public key file", std::nullopt);
   flags.add_string("slowdown", "benchmarks: make every step of this peer take this many times longer", std::nullopt);
+  flags.add_string("min-step-ms", "tests, benchmarks: every step of this peer takes at least this many ms (asleep)",
+                   std::nullopt);
   flags.add_bool("resume", "continue from the newest checkpoint every peer has (checkpoint.dir)");
   flags.add_bool("help", "print this help");
 }
@@ -49,6 +51,7 @@ gossip::PeerOptions peer_options(const gossip::Flags& flags) {
   if (flags.has("device")) o.device = flags.get_string("device");
   if (flags.has("epochs")) o.epochs = flags.get_double("epochs");
   if (flags.has("slowdown")) o.slowdown = flags.get_double("slowdown");
+  if (flags.has("min-step-ms")) o.min_step_ms = flags.get_double("min-step-ms");
   if (flags.has("join")) {
     if (flags.has("rank") || flags.get_bool("resume"))
       throw gossip::Error("gossip-peer", "--join takes neither --rank nor --resume: the run assigns the joiner its place");

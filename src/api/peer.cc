@@ -57,6 +57,9 @@ peer::NodeOptions node_options(const PeerOptions& options, const std::atomic<boo
   if (options.epochs) cfg.train.epochs = *options.epochs;
   if (!(options.slowdown >= 1 && options.slowdown <= 1000)) throw Error("gossip::Peer", "slowdown must be between 1 and 1000");
   cfg.slowdown = options.slowdown;
+  if (!(options.min_step_ms >= 0 && options.min_step_ms <= 60000))
+    throw Error("gossip::Peer", "min_step_ms must be between 0 and 60000 (milliseconds)");
+  cfg.min_step_ms = options.min_step_ms;
   if (options.join) {
     if (options.resume) throw Error("gossip::Peer", "a joiner does not resume: the run gives it its model and step");
     o.join = options.join;

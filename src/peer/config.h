@@ -119,6 +119,7 @@ struct RunConfig {
   std::string checkpoint_dir;        // checkpoints go here (shared by the peers: files are per rank)
   int checkpoint_every = 0;          // steps between checkpoints (0 = none)
   double slowdown = 1;               // benchmarks (--slowdown): each step takes this many times longer
+  double min_step_ms = 0;            // tests, benchmarks (--min-step-ms): each step takes at least this long
   // Without security: connections that sent no valid message yet, beyond this many, are closed
   // (a client holding thousands open costs memory and descriptors); 0 = no cap.
   int max_unverified_connections = 256;

@@ -126,6 +126,18 @@ void Trainer::log_live(int64_t step, const model::BatchStats& interval, double s
       hook_ ? hook_->live_extra() : std::string());
 }
 
+// --slowdown and --min-step-ms: the step that began at `step_start` sleeps until it has taken
+// slowdown× its measured time (an emulated straggler) and at least min_step_ms (a paced step, as
+// long on a sanitizer build or a busy machine).
+void Trainer::stretch_step(std::chrono::steady_clock::time_point step_start) {
+  using Clock = std::chrono::steady_clock;
+  if (config_.slowdown <= 1 && config_.min_step_ms <= 0) return;
+  backend_->synchronize();
+  if (config_.slowdown > 1) std::this_thread::sleep_for((Clock::now() - step_start) * (config_.slowdown - 1));
+  if (config_.min_step_ms > 0)
+    std::this_thread::sleep_until(step_start + std::chrono::duration<double, std::milli>(config_.min_step_ms));
+}
+
 TrainResult Trainer::run() {
   using Clock = std::chrono::steady_clock;
   const int batch = config_.train.batch;
@@ -149,10 +161,7 @@ TrainResult Trainer::run() {
                                                        " at step " + std::to_string(step) + " (lower the learning rate)");
     if (hook_) hook_->before_update(step, *model_);
     optimizer_->step(model::learning_rate(config_.train.schedule, step, total_steps_));
-    if (config_.slowdown > 1) {  // an emulated straggler: its computation takes slowdown× as long
-      backend_->synchronize();
-      std::this_thread::sleep_for((Clock::now() - step_start) * (config_.slowdown - 1));
-    }
+    stretch_step(step_start);
     std::optional<int64_t> jump;  // a rejoin: the run's step, where this peer continues
     if (hook_) {
       hook_->after_step(step, *model_);

@@ -2,6 +2,7 @@
 // plugs in through StepHook, so the loop is the same for a single peer and for every algorithm.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -98,6 +99,7 @@ class Trainer {
   double log_progress(int64_t step, const model::BatchStats& interval, double secs);
   // The "live step ..." line for gossip-launch's terminal view (see live_ticker.h).
   void log_live(int64_t step, const model::BatchStats& interval, double secs);
+  void stretch_step(std::chrono::steady_clock::time_point step_start);
 
   RunConfig config_;
   int rank_;
