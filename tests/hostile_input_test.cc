@@ -112,7 +112,9 @@ TEST(HostileInput, RogueMessagesAreDroppedAndTrainingGoesOn) {
   EXPECT_NE(before_stop.find("] step ", last_drop), std::string::npos) << "training went on\n" << before_stop;
   std::printf("peer 0 RSS before the attack %ld KiB, after %ld KiB\n", rss_before, rss_after);
   ASSERT_GT(rss_before, 0);
+#if !defined(__SANITIZE_ADDRESS__)  // ASan's quarantine holds up to 256 MB of freed memory: RSS tells nothing there
   EXPECT_LT(rss_after - rss_before, 64 * 1024) << "RSS grew from " << rss_before << " to " << rss_after << " KiB";
+#endif
 }
 
 // The open sockets of peer `rank` of `yaml` (its file descriptors that are sockets).
