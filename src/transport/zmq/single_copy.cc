@@ -28,6 +28,12 @@ std::optional<std::string> read_process_memory(uint64_t pid, uint64_t address, v
   return "process_vm_readv copied " + std::to_string(got) + " of " + std::to_string(bytes) + " bytes";
 }
 
+// Logged once per lender, when the first of its chunks is refused.
+void log_unreadable(int rank, int lender, const std::string& problem) {
+  log("peer ", rank, ": cannot copy peer ", lender, "'s values out of its memory (", problem,
+      "): they come over the socket from now on");
+}
+
 }  // namespace
 
 // Sends a reference to m's values instead of the values, and keeps m (its owner holds the buffer)
@@ -69,8 +75,7 @@ bool ZmqTransport::lendable(int sender, const LentRef& ref) {
   }
   if (!problem) return true;
   unreadable_[sender] = true;
-  log("peer ", rank(), ": cannot copy peer ", sender, "'s values out of its memory (", *problem,
-      "): they come over the socket from now on");
+  log_unreadable(rank(), sender, *problem);
   return false;
 }
 
@@ -91,8 +96,7 @@ bool ZmqTransport::copy_lent(InMessage& m) {
     throw Error("peer " + std::to_string(rank()), "out of memory for a " + std::to_string(m.header.payload_bytes) + "-byte chunk");
   if (auto problem = read_process_memory(m.lent->pid, m.lent->address, values.get(), m.header.payload_bytes)) {
     lent_answers_->refuse_from(lender);
-    log("peer ", rank(), ": cannot copy peer ", lender, "'s values out of its memory (", *problem,
-        "): they come over the socket from now on");
+    log_unreadable(rank(), lender, *problem);
     ticket->answer.copied = false;
     return false;
   }
@@ -102,14 +106,14 @@ bool ZmqTransport::copy_lent(InMessage& m) {
   return true;
 }
 
-// Lent chunks the training thread has not come for within kLentWait are copied here (comm
-// thread), so a lender is never kept waiting for its buffer on a busy reader: its send, its
-// shutdown (which waits for its lent chunks) and a chunk the reader never asks for complete.
-void ZmqTransport::copy_waiting_lent(Clock::time_point now) {
-  constexpr auto kLentWait = std::chrono::milliseconds(50);
+// Lent chunks waiting in the mailbox since `arrived_by` or before are copied here (comm thread):
+// those the training thread has not come for within 50 ms, so a lender is never kept waiting for
+// its buffer on a busy reader (its send, its shutdown, which waits for its lent chunks, and a
+// chunk the reader never asks for complete), and all of them when a view change begins.
+void ZmqTransport::copy_waiting_lent(Clock::time_point arrived_by) {
   if (lent_answers_->waiting() == 0) return;
   mailbox_.for_each([&](InMessage& m, bool& keep) {
-    if (m.lent && now - m.lent->arrived >= kLentWait) keep = copy_lent(m);
+    if (m.lent && m.lent->arrived <= arrived_by) keep = copy_lent(m);
   });
 }
 

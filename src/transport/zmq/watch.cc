@@ -163,7 +163,7 @@ void ZmqTransport::note_view_change(Clock::time_point now, uint32_t epoch) {
   for (auto& [id, link] : links_) std::erase_if(link.pending, stale);
   // Lent chunks waiting for the training thread, which is about to abandon its round, are
   // copied here, so their lenders are not kept waiting for their buffers through the change.
-  mailbox_.for_each([this](InMessage& m, bool& keep) { keep = !m.lent || copy_lent(m); });
+  copy_waiting_lent(Clock::time_point::max());
 }
 
 // A neighbour that binds port 0 may have been dialled through a file an earlier run left (on

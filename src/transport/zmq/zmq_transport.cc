@@ -445,7 +445,7 @@ void ZmqTransport::comm_loop(zmq::socket_t& router, zmq::socket_t* zap) {
       [[maybe_unused]] ssize_t n = ::read(wake_fd_, &count, sizeof(count));
     }
     send_join_requests(take_queued());
-    copy_waiting_lent(Clock::now());
+    copy_waiting_lent(Clock::now() - std::chrono::milliseconds(50));  // not taken within 50 ms
     send_lent_answers(router);
     if (zap && (items[2].revents & ZMQ_POLLIN)) answer_zap(*zap);
     if (items[0].revents & ZMQ_POLLIN) receive_all(router);

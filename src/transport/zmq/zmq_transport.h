@@ -169,10 +169,10 @@ class ZmqTransport final : public MembershipPort {
   // Single copy (single_copy.cc): whether `sender`'s memory may be read (comm thread: the
   // cookie check, once per lender); the copy of a lent chunk's values (false: refused, the lender
   // sends them again) — on the training thread in receive(), or on the comm thread for chunks
-  // waiting long (copy_waiting_lent) or in a view change; the answers those copies owe, sent.
+  // waiting long or when a view change begins (copy_waiting_lent); the answers those copies owe, sent.
   bool lendable(int sender, const LentRef& ref);
   bool copy_lent(InMessage& m);
-  void copy_waiting_lent(Clock::time_point now);
+  void copy_waiting_lent(Clock::time_point arrived_by);
   void send_lent_answers(zmq::socket_t& router);
   void answer_lent(zmq::socket_t& router, const zmq::message_t& identity, int lender, uint64_t token, bool copied);
   void read_lent_done(Link& link, int peer);
