@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include "algorithms/collectives.h"
 #include "algorithms/gossip_step.h"
 #include "algorithms/push_sum_step.h"
+#include "kernels/cpu_backend.h"
 #include "transport/zmq/zmq_transport.h"
 
 using namespace gossip;
@@ -33,25 +35,33 @@ double run_peer(int rank, int n, size_t floats, const std::string& algo, int rou
   o.chunk_bytes = chunk_floats * 4;
   o.single_copy = single_copy;
   peer::ZmqTransport t(o);
-  std::vector<float> x(floats, 1.0f + 0.01f * float(rank)), y(floats);  // alike, as models are: no outliers
+  // With single copy the gossip buffers are shared regions, as a peer's parameters are
+  // (DecentralizedHook::make_spare): the neighbours fold them in place.
+  kernels::CpuBackend cpu;
+  auto buffer = [&](float value) {
+    auto a = single_copy ? kernels::DeviceArray<float>::shared(cpu, floats) : kernels::DeviceArray<float>(cpu, floats);
+    std::fill(a.get(), a.get() + floats, value);
+    return a;
+  };
+  kernels::DeviceArray<float> x = buffer(1.0f + 0.01f * float(rank)), y = buffer(0);  // alike, as models are: no outliers
   peer::RingAllReduce ar(t, chunk_floats, timeout);
   std::optional<peer::GossipStep> gossip;
   std::optional<peer::PushSumStep> push;
   if (algo == "push_sum") {
     push.emplace(t, topology::Graph{topology::Kind::kPushSumOnePeerExponential, 0, {}}, floats, chunk_floats, timeout, false, 0,
                  wire);
-    push->init(x.data());
+    push->init(x.get());
   } else if (algo != "allreduce") {
     gossip.emplace(t, topology::Graph{topology::parse_kind(algo), 0, {}}, floats, chunk_floats, timeout, max_norm_ratio,
                    wire);
   }
   auto round = [&](int k) {
     if (gossip) {
-      gossip->step(k, x.data(), y.data());
-      x.swap(y);
+      gossip->step(k, x.get(), y.get());
+      std::swap(x, y);
     }
-    else if (push) push->step(k, x.data());
-    else ar.sum(x.data(), x.size());
+    else if (push) push->step(k, x.get());
+    else ar.sum(x.get(), x.size());
   };
   for (int k = 0; k < 3; ++k) round(k);  // warm-up: connections, page faults
   float barrier = 0;

@@ -32,6 +32,7 @@ cores=$(nproc)
 tcp_all_gbs=$(for _ in $(seq "$cores"); do build/bench-mpi/tcp_bw & done | awk '{s += $5} END {printf "%.2f", s}'; wait)
 limits="memcpy $memcpy_gbs GB/s (16.8 MB, one thread), loopback TCP $tcp_gbs GB/s (one pair), $tcp_all_gbs GB/s ($cores pairs at once), $(mpirun --version | head -1)"
 bars=$(mktemp)
+shm_bars=$(mktemp)
 floors=$(mktemp)
 # name[@ipc][@bf16][@1copy]: @ipc runs over ipc://, @bf16 sends the gossip values as bfloat16
 # (algorithm.wire), @1copy lends the chunks: the receiver copies them out of the sender's memory
@@ -77,6 +78,8 @@ for floats in $SIZES; do
     row+=" $(awk -v s="$shm" 'BEGIN{printf "%.1f", s*1e3}') |"
     for a in ring@ipc one_peer_exponential@ipc ring@1copy one_peer_exponential@1copy allreduce@1copy; do
       row+=" $(awk -v s="$(m "$a")" -v b="$shm" 'BEGIN{printf "%.2f", s/b}') |"
+      read -r lo hi <<< "$(ratio_spread "${res[$a]}" "${res[mpishm]}")"
+      echo "${a/one_peer_exponential/one-peer}_n=${n}_${mb}_MB $(awk -v s="$(m "$a")" -v b="$shm" 'BEGIN{printf "%.3f", s/b}') $lo $hi" >> "$shm_bars"
     done
     echo "$row"
     for a in mpi ring one_peer_exponential mpishm ring@ipc one_peer_exponential@ipc ring@1copy one_peer_exponential@1copy; do
@@ -90,6 +93,12 @@ echo
 echo "| row (algorithm, n, MB) | median ratio | per-repeat min..max |"
 echo "|---|---|---|"
 awk '{printf "| %s | %s | %s..%s |\n", $1, $2, $3, $4}' "$bars" | tr _ ' '
+echo
+echo "Same-host rows to MPI_Allreduce over shared memory (vader), with the spread of the per-repeat ratios:"
+echo
+echo "| row (algorithm, n, MB) | median ratio to MPI shm | per-repeat min..max |"
+echo "|---|---|---|"
+awk '{printf "| %s | %s | %s..%s |\n", $1, $2, $3, $4}' "$shm_bars" | tr _ ' '
 echo
 echo
 echo "How far each round is from what the bytes it must move cost on this machine (this run's memcpy"
@@ -123,4 +132,4 @@ echo
 echo "$(machine_line); $limits"
 python3 bench/plot.py bars "$bars" "time of one round ÷ MPI_Allreduce's (tcp), median; whiskers: per-repeat min..max" \
   "One exchange round against Open MPI ($REPEATS repeats of 10 rounds)" 1 > "$BENCH_OUT/exchange_round.svg"
-rm -f "$bars" "$floors"
+rm -f "$bars" "$shm_bars" "$floors"

@@ -96,17 +96,43 @@ TEST(GossipStep, NonFiniteNeighbourValuesAreNotMixedIn) {
   }
 }
 
+// Marks every chunk it receives shared (InMessage::shared), as single copy marks those it leaves
+// in a neighbour's region to be folded in place: the fold must then check again on every pass
+// and privatize a chunk it scans before folding, and still mix exactly the same.
+class MarksShared : public Transport {
+ public:
+  explicit MarksShared(Transport& t) : t_(t) {}
+  int rank() const override { return t_.rank(); }
+  int size() const override { return t_.size(); }
+  void send(int peer, OutMessage m) override { t_.send(peer, std::move(m)); }
+  void send_to_each(const std::vector<int>& peers, const OutMessage& m) override { t_.send_to_each(peers, m); }
+  std::optional<InMessage> receive(const MatchKey& key, Clock::time_point deadline) override {
+    std::optional<InMessage> m = t_.receive(key, deadline);
+    if (m) m->shared = true;
+    return m;
+  }
+  bool ready(const MatchKey& key) override { return t_.ready(key); }
+  std::string endpoint_of(int peer) const override { return t_.endpoint_of(peer); }
+  TransportStats stats() const override { return t_.stats(); }
+  uint32_t epoch() const override { return t_.epoch(); }
+
+ private:
+  Transport& t_;
+};
+
 // Every degree's fold (one neighbour, two, more) scans the neighbours' chunks in its own pass (the
 // in-process transport's chunks, like lent ones, carry no checksum whose pass would): a chunk
 // with NaN or Inf is left out, its weight to self, with the outlier screen on or off, and also
-// where a sender cuts its vector into other chunks than ours (then scanned before the fold).
+// where a sender cuts its vector into other chunks than ours (then scanned before the fold), and
+// where the chunks are shared (single copy's, folded in place).
 TEST(GossipStep, NonFiniteChunksAreLeftOutWhateverTheDegree) {
   const size_t dim = 12;
   const std::pair<topology::Kind, int> graphs[] = {
       {topology::Kind::kOnePeerExponential, 4}, {topology::Kind::kRing, 4}, {topology::Kind::kComplete, 5}};
   for (const auto& [kind, n] : graphs)
     for (double ratio : {0.0, 10.0})
-      for (bool mismatched : {false, true}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        const bool mismatched = variant & 1, shared = variant & 2;
         const topology::Graph g{kind, 0, {}};
         auto chunk_of = [&](int r) -> size_t { return mismatched && r == 1 ? 5 : 4; };
         std::vector<std::vector<float>> x(n, std::vector<float>(dim)), out(n, std::vector<float>(dim));
@@ -114,7 +140,9 @@ TEST(GossipStep, NonFiniteChunksAreLeftOutWhateverTheDegree) {
           for (size_t d = 0; d < dim; ++d) x[r][d] = float(r + 1) + 0.01f * float(d);
         x[1][1] = std::numeric_limits<float>::infinity();
         x[1][6] = std::numeric_limits<float>::quiet_NaN();
-        gossip::testing::run_peers(n, [&](int r, Transport& t) {
+        gossip::testing::run_peers(n, [&](int r, Transport& inproc) {
+          MarksShared marked(inproc);
+          Transport& t = shared ? static_cast<Transport&>(marked) : inproc;
           GossipStep step(t, g, dim, chunk_of(r), 10.0, ratio);
           step.step(0, x[r].data(), out[r].data());
         });
@@ -132,7 +160,8 @@ TEST(GossipStep, NonFiniteChunksAreLeftOutWhateverTheDegree) {
               expected += w.at(r, j) * (bad ? x[r][d] : x[j][d]);
             }
             EXPECT_NEAR(out[r][d], expected, 1e-5) << topology::kind_name(kind) << " ratio " << ratio
-                                                   << (mismatched ? " mismatched" : "") << " peer " << r << " float " << d;
+                                                   << (mismatched ? " mismatched" : "") << (shared ? " shared" : "")
+                                                   << " peer " << r << " float " << d;
           }
         }
         EXPECT_GT(checked, 0) << topology::kind_name(kind);

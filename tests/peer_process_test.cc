@@ -335,7 +335,8 @@ TEST(PeerProcesses, PureAveragingRandomMatchingFollowsTheLibrary) {
 
 // Single copy changes how the values travel, not what they are: the same run with and without it
 // ends with bit-identical models on every peer (gossip with PGA: gossip and all-reduce chunks both
-// lent), and the peers report what their neighbours copied out of their memory.
+// lent), and the peers report what their neighbours copied out of their memory and what they
+// folded in place from their neighbours' shared regions (the gossip rounds' parameters).
 TEST(PeerProcesses, SingleCopyTrainsBitIdenticallyToTheSocket) {
   TempDir dir;
   auto crcs = [](const std::string& out) {
@@ -354,7 +355,11 @@ TEST(PeerProcesses, SingleCopyTrainsBitIdenticallyToTheSocket) {
   EXPECT_EQ(crcs(lent.output), crcs(plain.output)) << lent.output;
   if (testing::process_vm_readv_works()) {
     EXPECT_EQ(capture_all(lent.output, R"(lent_MB ([0-9.]+))").size(), 4u) << lent.output;
+    const std::vector<double> mapped = capture_all(lent.output, R"(mapped_MB ([0-9.]+))");
+    EXPECT_EQ(mapped.size(), 4u) << lent.output;
+    for (double mb : mapped) EXPECT_GT(mb, 0.0) << lent.output;
   }
+  EXPECT_EQ(lent.output.find("cannot map"), std::string::npos) << lent.output;
   EXPECT_EQ(plain.output.find("lent_MB"), std::string::npos);
 }
 

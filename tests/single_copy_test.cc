@@ -11,6 +11,7 @@
 
 #include "algorithms/collectives.h"
 #include "common/error.h"
+#include "common/shared_memory.h"
 #include "process_util.h"
 #include "zmq_fixture.h"
 #include "transport/zmq/lent_answers.h"
@@ -52,6 +53,49 @@ TEST_F(SingleCopyTest, SingleCopyChunksArriveExactlyAndAreCountedAsLent) {
   EXPECT_EQ(a.stats().bytes_lent, 3 * data.size() * 4);
   EXPECT_EQ(b.stats().bytes_received, 3 * (25 * kHeaderBytes + data.size() * 4));
   EXPECT_EQ(a.stats().messages_dropped + b.stats().messages_dropped, 0u);
+}
+
+// A chunk lent from a shared region (common/shared_memory.h) is not copied: the reader's
+// receive() hands out the values where they lie in the lender's region (shared), the lender's
+// buffer comes back only once the reader drops the chunk, and a reader that checks then uses
+// (receive_vector) gets them privatized. The values are exact either way.
+TEST_F(SingleCopyTest, ChunksInASharedRegionAreReadInPlaceUntilTheReaderDropsThem) {
+  if (!testing::process_vm_readv_works()) GTEST_SKIP() << "process_vm_readv is not allowed on this machine";
+  auto [oa, ob] = lending_pair();
+  ZmqTransport a(oa), b(ob);
+  const size_t n = 10000;
+  auto* data = static_cast<float*>(shm::allocate_shared(n * sizeof(float)));
+  ASSERT_NE(data, nullptr);
+  for (size_t i = 0; i < n; ++i) data[i] = float(i) * 0.25f - 3;
+  {
+    SendGuard guard;
+    send_vector(a, 1, {MessageKind::kGossip, 0, 0}, data, guard.owner(), 0, n, n, 0, 4096);
+    std::vector<std::optional<InMessage>> held;
+    for (size_t got = 0; got < n;) {
+      held.push_back(b.receive({MessageKind::kGossip, 0, 0, 0, 0}, Clock::now() + std::chrono::seconds(5)));
+      ASSERT_TRUE(held.back());
+      const InMessage& m = *held.back();
+      EXPECT_TRUE(m.shared);
+      EXPECT_NE(static_cast<const void*>(m.data), static_cast<const void*>(data + got))
+          << "a mapping of its own, not the lender's address";
+      ASSERT_EQ(m.header.offset, got);
+      EXPECT_EQ(std::vector<float>(m.data, m.data + m.count), std::vector<float>(data + got, data + got + m.count));
+      got += m.count;
+    }
+    EXPECT_THROW(guard.wait_released(0.3, "test"), PeerLost) << "the lender's buffer is still being read";
+    held.clear();  // folded: the lender gets its buffer back
+    SendGuard again;
+    send_vector(a, 1, {MessageKind::kGossip, 1, 0}, data, again.owner(), 0, n, n, 0, 4096);
+    std::vector<float> got(n, -1);
+    receive_vector(b, 0, {MessageKind::kGossip, 1, 0}, 0, n, 5.0,
+                   [&](size_t i, const float* v, size_t c) { std::copy(v, v + c, got.begin() + i); });
+    again.wait_released(5.0, "test");  // privatized: released before the values are used
+    EXPECT_EQ(got, std::vector<float>(data, data + n));
+  }
+  EXPECT_EQ(b.stats().bytes_mapped, 2 * n * sizeof(float));
+  EXPECT_EQ(a.stats().bytes_lent, 2 * n * sizeof(float));
+  EXPECT_EQ(a.stats().messages_dropped + b.stats().messages_dropped, 0u);
+  EXPECT_TRUE(shm::free_shared(data));
 }
 
 // A receiver that will not copy (single_copy off there) refuses the first lent chunk and every

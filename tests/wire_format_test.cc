@@ -238,7 +238,7 @@ TEST(WireFormat, CompressedPayloadsAreWordsInGossipAndInt8AllReduceMessagesOnly)
   EXPECT_EQ(validate_header(buf, kHeaderBytes, 6, &d).value_or(""), "payload is not a whole number of 4-byte words (int8 chunk)");
 }
 
-// A lent payload (single copy): the frame is a 40-byte reference, the header's size is that of
+// A lent payload (single copy): the frame is a 64-byte reference, the header's size is that of
 // the values; only vector messages may lend, and unknown flags are refused.
 TEST(WireFormat, LentPayloadsAreReferencesInVectorMessagesOnly) {
   LentRef ref;
@@ -247,6 +247,9 @@ TEST(WireFormat, LentPayloadsAreReferencesInVectorMessagesOnly) {
   ref.token = 9;
   ref.cookie_address = 0x7f0055667788ull;
   ref.cookie = 0xdeadbeefcafef00dull;
+  ref.fd = 17;
+  ref.inode = 0x123456789ull;
+  ref.offset = 1u << 20;
   uint8_t frame[kLentRefBytes];
   encode_lent_ref(ref, frame);
   const LentRef back = decode_lent_ref(frame);
@@ -255,6 +258,9 @@ TEST(WireFormat, LentPayloadsAreReferencesInVectorMessagesOnly) {
   EXPECT_EQ(back.token, ref.token);
   EXPECT_EQ(back.cookie_address, ref.cookie_address);
   EXPECT_EQ(back.cookie, ref.cookie);
+  EXPECT_EQ(back.fd, ref.fd);
+  EXPECT_EQ(back.inode, ref.inode);
+  EXPECT_EQ(back.offset, ref.offset);
 
   Header h = sample();
   h.kind = MessageKind::kGossip;
@@ -269,7 +275,7 @@ TEST(WireFormat, LentPayloadsAreReferencesInVectorMessagesOnly) {
   EXPECT_EQ(validate_message(buf, kHeaderBytes, frame, kLentRefBytes, &d), std::nullopt);
   EXPECT_EQ(d.payload_bytes, 4000u);
   EXPECT_EQ(validate_header(buf, kHeaderBytes, 4000, &d).value_or(""),
-            "lent payload reference of 4000 bytes (expected 40)");
+            "lent payload reference of 4000 bytes (expected 64)");
   frame[3] ^= 1;  // the reference is covered by the checksum
   EXPECT_EQ(validate_message(buf, kHeaderBytes, frame, kLentRefBytes, &d).value_or(""), "checksum mismatch");
   h.kind = MessageKind::kControlRequest;

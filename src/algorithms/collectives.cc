@@ -140,6 +140,7 @@ std::optional<InMessage> ChunkReader::next() {
       m->scanned = false;
       return m;
     }
+    privatize(*m);  // values the sender may still write are checked and used as one copy
     if (m->verified) scan = payload_scan(m->data, m->bytes(), m->header.dtype);
     settle(*m, scan);
     return m;

@@ -99,7 +99,9 @@ class ChunkReader {
   // With a deferred scan, a chunk that needs no checksum (lent, or in-process) comes back from
   // next() unscanned (scanned = false, finite = true): the caller scans its values in its own
   // single pass over them (the gossip fold) and must call settle() with the result before it
-  // trusts the mix — and mix it again without the chunk when settle() finds it not finite.
+  // trusts the mix — and mix it again without the chunk when settle() finds it not finite. Such a
+  // chunk may be shared (InMessage::shared: its sender can still write it), so a second pass over
+  // it must check again what it reads; every other chunk comes back private.
   void defer_scan() { defer_scan_ = true; }
   // Records a scan of m's values: finite, Σ value², the once-per-vector report of NaN/Inf.
   void settle(InMessage& m, const FloatScan& scan);

@@ -196,102 +196,142 @@ void GossipStep::send_own(const topology::Neighbours& nb, const VectorRef& ref, 
   } while (done < floats_);
 }
 
+// One round's in-neighbours as the fold walks them: each one's reader, the chunk being folded
+// and how much of it is, its weight, its scan in the current pass and whether its outlier was
+// reported.
+struct GossipStep::InFlight {
+  const topology::Neighbours* nb = nullptr;
+  uint64_t round = 0;
+  float self = 0, rest = 0;
+  std::vector<ChunkReader> readers;
+  std::vector<std::optional<InMessage>> current;
+  std::vector<size_t> used;  // floats of current[k] already folded
+  std::vector<float> weights;
+  std::vector<FloatScan> theirs;
+  std::vector<bool> reported;
+};
+
 void GossipStep::step(uint64_t round, const float* in, float* out) {
   const topology::Neighbours nb = topology::neighbours(graph_, t_->size(), t_->rank(), static_cast<int64_t>(round));
-  const bool bf16 = wire_ == Dtype::kBf16;
   const VectorRef ref{MessageKind::kGossip, round, tag_, wire_};
   SendGuard guard;
   send_own(nb, ref, in, guard);
-  const float self = static_cast<float>(nb.self_weight);
-  double in_weight = 0;
-  for (const topology::Link& l : nb.in) in_weight += l.weight;
-  const float rest = static_cast<float>(in_weight);
   // Walk every in-neighbour's vector in step and fold one span of all of them in a single pass,
   // out = self·in + Σ w_k·v_k, so `in` and `out` are touched once per round whatever the degree.
   // No full copy of a neighbour is kept: chunks are released as soon as they are folded.
   const size_t deg = nb.in.size();
-  std::vector<ChunkReader> readers;
-  std::vector<std::optional<InMessage>> current(deg);
-  std::vector<size_t> used(deg, 0);  // floats of current[k] already folded
-  std::vector<float> weights(deg);
+  InFlight s;
+  s.nb = &nb;
+  s.round = round;
+  s.self = static_cast<float>(nb.self_weight);
+  double in_weight = 0;
+  for (const topology::Link& l : nb.in) in_weight += l.weight;
+  s.rest = static_cast<float>(in_weight);
+  s.current.resize(deg);
+  s.used.assign(deg, 0);
+  s.theirs.resize(deg);
+  s.reported.assign(deg, false);
   for (size_t k = 0; k < deg; ++k) {
-    readers.emplace_back(*t_, nb.in[k].peer, ref, 0, floats_, timeout_s_);
-    readers.back().defer_scan();  // a chunk without a checksum is scanned in the fold's own pass
-    weights[k] = static_cast<float>(nb.in[k].weight);
+    s.readers.emplace_back(*t_, nb.in[k].peer, ref, 0, floats_, timeout_s_);
+    s.readers.back().defer_scan();  // a chunk without a checksum is scanned in the fold's own pass
+    s.weights.push_back(static_cast<float>(nb.in[k].weight));
   }
-  std::vector<FloatScan> theirs(deg);
-  std::vector<bool> reported(deg, false);
-  // An outlier chunk (norm far beyond ours over the same floats) is treated like a NaN chunk:
-  // true when current[k] is one (and then marked so). `ours` = Σ in² over the chunk's floats.
-  auto outlier = [&](size_t k, double ours) {
-    InMessage& m = *current[k];
-    if (max_norm_ratio_ <= 0 || !m.finite || m.count == 0) return false;
-    const double theirs = m.sum_squares;
-    const double limit = max_norm_ratio_ * max_norm_ratio_ * (ours + 0.01 * double(m.count));
-    if (theirs <= limit) return false;
-    m.finite = false;
-    if (!reported[k]) {
-      reported[k] = true;
-      log("peer ", t_->rank(), ": ", t_->describe(nb.in[k].peer), " sent values with norm ", std::sqrt(theirs),
-          " against this peer's ", std::sqrt(ours), " over the same floats (round ", round, "): an outlier, not mixed in");
-    }
-    return true;
-  };
   size_t pos = 0;
   do {  // at least once: a zero-length vector still arrives as one empty chunk per neighbour
     size_t span = floats_ - pos;
     for (size_t k = 0; k < deg; ++k) {
-      while (!current[k] || used[k] == current[k]->count) {
-        current[k] = readers[k].next();
-        used[k] = 0;
-        if (!current[k]) break;  // vector complete (only for the empty vector here)
+      while (!s.current[k] || s.used[k] == s.current[k]->count) {
+        s.current[k] = s.readers[k].next();
+        s.used[k] = 0;
+        if (!s.current[k]) break;  // vector complete (only for the empty vector here)
       }
-      span = current[k] ? std::min(span, current[k]->count - used[k]) : 0;
+      span = s.current[k] ? std::min(span, s.current[k]->count - s.used[k]) : 0;
     }
     if (span == 0) break;
-    // Usually every neighbour's chunk is exactly this span (the same chunk size everywhere): then
-    // our norm over it comes out of the fold itself and an outlier, which is rare, costs a second
-    // fold of the span. Otherwise each chunk is screened before its first span is folded.
-    // A chunk that came without a checksum (lent, in-process) is scanned in the fold's pass too,
-    // and the span folded again without it when it turns out not finite.
-    bool whole = true, unscanned = false;
-    for (size_t k = 0; k < deg; ++k) {
-      whole = whole && used[k] == 0 && current[k]->count == span;
-      unscanned = unscanned || !current[k]->scanned;
-    }
-    if (!whole)
-      for (size_t k = 0; k < deg; ++k)
-        if (!current[k]->scanned)
-          readers[k].settle(*current[k], payload_scan(current[k]->data, current[k]->bytes(), wire_));
-    if (!whole && max_norm_ratio_ > 0)
-      for (size_t k = 0; k < deg; ++k)
-        if (used[k] == 0 && current[k]->header.offset + current[k]->count <= floats_)
-          outlier(k, sum_squares(in + current[k]->header.offset, current[k]->count));
-    auto fold = [&](bool norm, bool check) {
-      const uint16_t* own = bf16 ? rounded_.data() + pos : nullptr;
-      const Fold f{self, rest, in + pos, own, out + pos, span, &current, &used, &weights, theirs.data()};
-      return fold_span(f, norm, check, bf16);
-    };
-    if (whole && (max_norm_ratio_ > 0 || unscanned)) {
-      std::fill(theirs.begin(), theirs.end(), FloatScan{});
-      const double ours = fold(true, unscanned);
-      bool refold = false;
-      for (size_t k = 0; k < deg; ++k) {
-        if (!current[k]->scanned) {
-          readers[k].settle(*current[k], theirs[k]);
-          refold = refold || !current[k]->finite;
-        }
-        refold = outlier(k, ours) || refold;
-      }
-      if (refold) fold(false, false);
-    } else {
-      fold(false, false);
-    }
-    for (size_t k = 0; k < deg; ++k) used[k] += span;
+    fold_next_span(s, pos, span, in, out);
+    for (size_t k = 0; k < deg; ++k) s.used[k] += span;
     pos += span;
   } while (pos < floats_);
-  current.clear();  // release the neighbours' chunks before waiting for ours to be released
+  s.current.clear();  // release the neighbours' chunks before waiting for ours to be released
   guard.wait_released(timeout_s_, "peer " + std::to_string(t_->rank()));
+}
+
+// An outlier chunk (norm far beyond ours over the same floats) is treated like a NaN chunk: true
+// when current[k] is one (and then marked so). `ours` = Σ in² over the chunk's floats.
+bool GossipStep::outlier(InFlight& s, size_t k, double ours) {
+  InMessage& m = *s.current[k];
+  if (max_norm_ratio_ <= 0 || !m.finite || m.count == 0) return false;
+  const double theirs = m.sum_squares;
+  const double limit = max_norm_ratio_ * max_norm_ratio_ * (ours + 0.01 * double(m.count));
+  if (theirs <= limit) return false;
+  m.finite = false;
+  if (!s.reported[k]) {
+    s.reported[k] = true;
+    log("peer ", t_->rank(), ": ", t_->describe(s.nb->in[k].peer), " sent values with norm ", std::sqrt(theirs),
+        " against this peer's ", std::sqrt(ours), " over the same floats (round ", s.round,
+        "): an outlier, not mixed in");
+  }
+  return true;
+}
+
+// Folds [pos, pos + span) of every neighbour's current chunk into out. Usually every neighbour's
+// chunk is exactly this span (the same chunk size everywhere): then our norm over it comes out of
+// the fold itself and an outlier, which is rare, costs a second fold of the span. Otherwise each
+// chunk is screened before its first span is folded. A chunk that came without a checksum (lent,
+// in-process) is scanned in the fold's pass too, and the span folded again without it when it
+// turns out not finite.
+void GossipStep::fold_next_span(InFlight& s, size_t pos, size_t span, const float* in, float* out) {
+  const size_t deg = s.current.size();
+  const bool bf16 = wire_ == Dtype::kBf16;
+  auto& current = s.current;
+  bool whole = true, unscanned = false;
+  for (size_t k = 0; k < deg; ++k) {
+    whole = whole && s.used[k] == 0 && current[k]->count == span;
+    unscanned = unscanned || !current[k]->scanned;
+  }
+  if (!whole)
+    for (size_t k = 0; k < deg; ++k)
+      if (!current[k]->scanned) {
+        privatize(*current[k]);  // scanned here and folded later: they must not change between
+        s.readers[k].settle(*current[k], payload_scan(current[k]->data, current[k]->bytes(), wire_));
+      }
+  if (!whole && max_norm_ratio_ > 0)
+    for (size_t k = 0; k < deg; ++k)
+      if (s.used[k] == 0 && current[k]->header.offset + current[k]->count <= floats_)
+        outlier(s, k, sum_squares(in + current[k]->header.offset, current[k]->count));
+  auto fold = [&](bool norm, bool check) {
+    const uint16_t* own = bf16 ? rounded_.data() + pos : nullptr;
+    const Fold f{s.self, s.rest, in + pos, own, out + pos, span, &current, &s.used, &s.weights, s.theirs.data()};
+    return fold_span(f, norm, check, bf16);
+  };
+  if (!whole || (max_norm_ratio_ <= 0 && !unscanned)) {
+    fold(false, false);
+    return;
+  }
+  std::fill(s.theirs.begin(), s.theirs.end(), FloatScan{});
+  const double ours = fold(true, unscanned);
+  bool refold = false, shared = false;
+  for (size_t k = 0; k < deg; ++k) {
+    if (!current[k]->scanned) {
+      s.readers[k].settle(*current[k], s.theirs[k]);
+      refold = refold || !current[k]->finite;
+    }
+    refold = outlier(s, k, ours) || refold;
+    shared = shared || current[k]->shared;
+  }
+  // Values in a neighbour's shared region may have changed since the first pass: each refold
+  // checks again what it reads, and leaves out a chunk no longer fit to mix (at most deg times).
+  while (refold && shared) {
+    std::fill(s.theirs.begin(), s.theirs.end(), FloatScan{});
+    fold(true, true);
+    refold = false;
+    for (size_t k = 0; k < deg; ++k)
+      if (current[k]->shared && current[k]->finite) {
+        s.readers[k].settle(*current[k], s.theirs[k]);
+        refold = !current[k]->finite || outlier(s, k, ours) || refold;
+      }
+  }
+  if (refold) fold(false, false);
 }
 
 }  // namespace gossip::peer

@@ -32,7 +32,10 @@ class GossipStep {
   void step(uint64_t round, const float* in, float* out);
 
  private:
+  struct InFlight;  // one round's in-neighbours as the fold walks them (gossip_step.cc)
   void send_own(const topology::Neighbours& nb, const VectorRef& ref, const float* in, SendGuard& guard);
+  void fold_next_span(InFlight& s, size_t pos, size_t span, const float* in, float* out);
+  bool outlier(InFlight& s, size_t k, double ours);
   Transport* t_;  // owned by the peer's Node (or a test), outlives the step
   topology::Graph graph_;
   size_t floats_;

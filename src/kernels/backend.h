@@ -39,6 +39,10 @@ class Backend {
   // Memory.
   virtual void* alloc_bytes(size_t bytes) = 0;
   virtual void free_bytes(void* p) noexcept = 0;
+  // Memory other processes on this host may map read-only (host backends: a memfd, which single
+  // copy's readers fold from in place; common/shared_memory.h); plain alloc_bytes elsewhere.
+  // Freed with free_bytes like any other.
+  virtual void* alloc_shared_bytes(size_t bytes) { return alloc_bytes(bytes); }
   virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void fill(float* p, float value, size_t n) = 0;
@@ -105,6 +109,14 @@ class DeviceArray {
   // `backend` must outlive the array (the Model owns both and destroys arrays first).
   DeviceArray(Backend& backend, size_t n)
       : backend_(&backend), n_(n), p_(static_cast<T*>(n ? backend.alloc_bytes(n * sizeof(T)) : nullptr)) {}
+  // n values in memory other processes on this host may map (Backend::alloc_shared_bytes).
+  static DeviceArray shared(Backend& backend, size_t n) {
+    DeviceArray a;
+    a.backend_ = &backend;
+    a.n_ = n;
+    a.p_ = static_cast<T*>(n ? backend.alloc_shared_bytes(n * sizeof(T)) : nullptr);
+    return a;
+  }
   ~DeviceArray() { reset(); }
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;

@@ -9,6 +9,7 @@
 #include <new>
 
 #include "common/error.h"
+#include "common/shared_memory.h"
 
 namespace gossip::kernels {
 
@@ -19,7 +20,15 @@ void* CpuBackend::alloc_bytes(size_t bytes) {
   return ::operator new(bytes, std::align_val_t{64});
 }
 
-void CpuBackend::free_bytes(void* p) noexcept { ::operator delete(p, std::align_val_t{64}); }
+void* CpuBackend::alloc_shared_bytes(size_t bytes) {
+  if (void* p = shm::allocate_shared(bytes)) return p;  // page-aligned
+  return alloc_bytes(bytes);
+}
+
+void CpuBackend::free_bytes(void* p) noexcept {
+  if (shm::free_shared(p)) return;
+  ::operator delete(p, std::align_val_t{64});
+}
 
 void CpuBackend::upload(void* dst, const void* host_src, size_t bytes) {
   if (bytes) std::memcpy(dst, host_src, bytes);

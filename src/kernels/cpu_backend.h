@@ -14,6 +14,7 @@ class CpuBackend final : public Backend {
 
   void* alloc_bytes(size_t bytes) override;
   void free_bytes(void* p) noexcept override;
+  void* alloc_shared_bytes(size_t bytes) override;  // a memfd where the system gives one
   void upload(void* dst, const void* host_src, size_t bytes) override;
   void download(void* host_dst, const void* src, size_t bytes) override;
   void fill(float* p, float value, size_t n) override;

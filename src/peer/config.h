@@ -49,8 +49,9 @@ struct AlgorithmConfig {
   Dtype wire = Dtype::kF32;           // values travel as f32 (exact), bf16 (half the bytes; gossip, push-sum,
                                       // diloco) or int8 (a quarter; diloco's all-reduce average)
   // Peers on one host copy each other's vectors straight out of the sender's memory
-  // (process_vm_readv): one copy instead of the socket's two, and no checksum pass. Where a
-  // neighbour cannot be read (another host, no ptrace permission) its values come over the socket.
+  // (process_vm_readv): one copy instead of the socket's two, and no checksum pass; a gossip
+  // peer's parameters live in shared regions its neighbours map and fold from in place (no copy).
+  // Where a neighbour cannot be read (another host, no ptrace permission) its values come over the socket.
   bool single_copy = false;
   // DiLoCo: `inner_steps` local steps, then the pseudo-gradients averaged by `outer_average`
   // (allreduce: exact; gossip: `gossip_rounds` rounds on the topology) and an outer Nesterov step.

@@ -147,6 +147,21 @@ bool DecentralizedHook::guarded(int64_t round, model::Model& model, F&& f) {
   }
 }
 
+// The buffer a host model's gossip mixes into (the two then trade places every round). With
+// single copy both are shared regions, so the neighbours fold our values where they lie: the
+// parameters move into one once, here. Returns the parameters.
+float* DecentralizedHook::make_spare(model::Model& model) {
+  if (!algo_.single_copy) {
+    spare_ = kernels::DeviceArray<float>(model.backend(), floats_);
+    return model.params();
+  }
+  spare_ = kernels::DeviceArray<float>::shared(model.backend(), floats_);
+  auto params = kernels::DeviceArray<float>::shared(model.backend(), floats_);
+  std::memcpy(params.get(), model.params(), floats_ * sizeof(float));
+  model.adopt_params(params);  // (a caller's buffer stays where it is: its values are copied out)
+  return model.params();
+}
+
 void DecentralizedHook::mix(int64_t step, model::Model& model) {
   if (diloco_ && (step + 1) % algo_.inner_steps != 0) return;  // an inner step: nothing to exchange
   float* x = host_params(model);
@@ -161,7 +176,7 @@ void DecentralizedHook::mix(int64_t step, model::Model& model) {
   } else if (gossip_) {
     if (model.backend().is_host()) {
       // Mix into the spare buffer, then let the model adopt it (no copy, but for a caller's buffer).
-      if (spare_.size() != floats_) spare_ = kernels::DeviceArray<float>(model.backend(), floats_);
+      if (spare_.size() != floats_) x = make_spare(model);
       gossip_->step(static_cast<uint64_t>(step), x, spare_.get());
       model.adopt_params(spare_);
     } else {

@@ -65,6 +65,7 @@ class DecentralizedHook final : public StepHook {
 
  private:
   RingAllReduce new_allreduce() const;         // for the current view, its collective numbers from 0
+  float* make_spare(model::Model& model);      // spare_ made (see mix); returns the parameters
   float* host_params(model::Model& model);     // the model's buffer on the host (downloads for CUDA)
   void store_params(model::Model& model);      // uploads host_ back when the model is on a device
   void global_average(float* x, Dtype wire = Dtype::kF32);

@@ -314,6 +314,7 @@ std::string Node::final_line(const TrainResult& r) const {
     if (s.view_messages_sent)
       out << " view_messages " << s.view_messages_sent << std::setprecision(1) << " view_KB " << s.view_bytes_sent / 1e3;
     if (s.bytes_lent) out << " lent_MB " << s.bytes_lent / 1e6;  // of sent_MB: copied by neighbours (single_copy)
+    if (s.bytes_mapped) out << " mapped_MB " << s.bytes_mapped / 1e6;  // of received_MB: read from neighbours' shared regions
     if (s.connections_refused) out << " refused_connections " << s.connections_refused;
   }
   return out.str();

@@ -1,6 +1,9 @@
 #include "transport/mailbox.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 
 namespace gossip::peer {
 
@@ -108,6 +111,17 @@ size_t Mailbox::pending() const {
   size_t n = 0;
   for (const auto& [k, q] : queues_) n += q.size();
   return n;
+}
+
+void privatize(InMessage& m) {
+  if (!m.shared) return;
+  const size_t bytes = m.bytes();
+  std::shared_ptr<void> values(std::malloc(std::max<size_t>(bytes, 1)), std::free);
+  if (!values) throw std::bad_alloc();
+  if (bytes) std::memcpy(values.get(), m.data, bytes);
+  m.data = static_cast<const float*>(values.get());
+  m.owner = std::move(values);  // the hold on the sender's region goes (answering it, if lent)
+  m.shared = false;
 }
 
 }  // namespace gossip::peer

@@ -68,10 +68,18 @@ struct InMessage {
   // they are used, so they come out of that core's cache. Never seen by a receive() caller.
   struct Lent {
     uint64_t pid = 0, address = 0;
+    uint64_t fd = 0, inode = 0, offset = 0;  // the lender's shared region holding them (inode 0: none)
     Clock::time_point arrived{};  // one waiting long is copied by the comm thread after all
   };
   std::optional<Lent> lent;
+  // True when data points into a region its sender may still write (single copy's shared
+  // regions, folded in place): a reader that checks the values and then uses them must read
+  // each value once, checking it in the same pass, or call privatize() first.
+  bool shared = false;
 };
+
+// Gives a shared message a private copy of its values (and drops its hold on the sender's region).
+void privatize(InMessage& m);
 
 struct MatchKey {
   MessageKind kind;
@@ -101,6 +109,7 @@ struct TransportStats {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   uint64_t bytes_lent = 0;  // of bytes_sent: values neighbours copied out of this peer's memory (single copy)
+  uint64_t bytes_mapped = 0;  // of bytes_received: lent values folded in place from a neighbour's shared region
   uint64_t messages_dropped = 0;
   uint64_t connections_refused = 0;  // closed over the cap on unverified connections
   double wait_seconds = 0;  // time the training thread spent blocked in receive()

@@ -230,6 +230,9 @@ void encode_lent_ref(const LentRef& r, uint8_t* out) {
   put(out, r.token);
   put(out, r.cookie_address);
   put(out, r.cookie);
+  put(out, r.fd);
+  put(out, r.inode);
+  put(out, r.offset);
 }
 
 LentRef decode_lent_ref(const uint8_t* in) {
@@ -239,9 +242,12 @@ LentRef decode_lent_ref(const uint8_t* in) {
   r.token = get<uint64_t>(in);
   r.cookie_address = get<uint64_t>(in);
   r.cookie = get<uint64_t>(in);
+  r.fd = get<uint64_t>(in);
+  r.inode = get<uint64_t>(in);
+  r.offset = get<uint64_t>(in);
   return r;
 }
-static_assert(5 * 8 == kLentRefBytes, "a lent reference is 40 bytes");
+static_assert(8 * 8 == kLentRefBytes, "a lent reference is 64 bytes");
 
 Header decode_header(const uint8_t* in) {
   const uint8_t* p = in;

@@ -13,8 +13,9 @@
 namespace gossip::peer {
 
 inline constexpr uint32_t kMagic = 0x50535347;  // "GSSP" read as little-endian bytes
-// 2: elastic membership messages; 3: bf16 payloads; 4: lent payloads (flags) and kLentDone.
-inline constexpr uint16_t kProtocolVersion = 4;
+// 2: elastic membership messages; 3: bf16 payloads; 4: lent payloads (flags) and kLentDone;
+// 5: lent references name a shared region (memfd) the reader may map.
+inline constexpr uint16_t kProtocolVersion = 5;
 inline constexpr size_t kHeaderBytes = 64;
 
 enum class MessageKind : uint16_t {
@@ -55,14 +56,18 @@ inline constexpr uint16_t kFlagLent = 1;  // the payload frame is a LentRef; the
 // read from the sender's memory and compared, proves that `pid` names the sender as the receiver
 // sees it (another host or pid namespace fails the check, and the values then come over the
 // socket). header.payload_bytes is the size of the values; the checksum covers the reference.
+// Where the values lie in a shared region of the sender (common/shared_memory.h), `inode` is not
+// 0 and the receiver may map memfd `fd` of `pid` instead and fold the values from `offset` in
+// place, answering kLentDone once it has; it checks the file's inode and seals before it does.
 struct LentRef {
   uint64_t pid = 0;
   uint64_t address = 0;         // of the values
   uint64_t token = 0;           // echoed in kLentDone's round
   uint64_t cookie_address = 0;  // of 8 bytes in the sender's memory that must equal `cookie`
   uint64_t cookie = 0;
+  uint64_t fd = 0, inode = 0, offset = 0;  // the shared region holding the values (inode 0: none)
 };
-inline constexpr size_t kLentRefBytes = 40;
+inline constexpr size_t kLentRefBytes = 64;
 void encode_lent_ref(const LentRef& r, uint8_t* out);
 LentRef decode_lent_ref(const uint8_t* in);
 

@@ -130,11 +130,11 @@ void ZmqTransport::accept(zmq::socket_t& router, const zmq::message_t& identity,
     }
     // Copied by receive() on the training thread; the ticket answers the lender however it goes.
     in.header.flags = 0;
-    in.lent = InMessage::Lent{ref.pid, ref.address, Clock::now()};
+    in.lent = InMessage::Lent{ref.pid, ref.address, ref.fd, ref.inode, ref.offset, Clock::now()};
     in.owner = std::make_shared<LentTicket>(lent_answers_, LentAnswer{lender, ref.token, true, identity.to_string()});
     in.verified = true;  // copied by the kernel from the sender's own buffer: no checksum to check
     // While the members change views the training thread may not come for it soon: copy it now.
-    if (changing(Clock::now()) && !copy_lent(in)) return;  // refused: it comes again over the socket
+    if (changing(Clock::now()) && !copy_lent(in, false)) return;  // refused: it comes again over the socket
   } else if (reinterpret_cast<uintptr_t>(frames[1].data()) % alignof(float) == 0) {
     auto payload = std::make_shared<zmq::message_t>(std::move(frames[1]));
     in.data = static_cast<const float*>(payload->data());

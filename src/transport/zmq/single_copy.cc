@@ -1,6 +1,8 @@
 // Single-copy transfers of ZmqTransport (see LentRef in wire_format.h): a vector chunk is lent
 // (a reference goes over the socket), the neighbour copies the values out of this process's
-// memory with process_vm_readv and says so; a refusal sends the values over the socket instead.
+// memory with process_vm_readv — or, for a chunk in a shared region (common/shared_memory.h),
+// maps the region and folds the values where they are — and says so; a refusal sends the values
+// over the socket instead.
 #include "transport/zmq/zmq_transport.h"
 
 #include <sys/uio.h>
@@ -47,6 +49,11 @@ bool ZmqTransport::send_lent(Link& link, OutMessage& m) {
   ref.token = link.next_token;
   ref.cookie_address = reinterpret_cast<uintptr_t>(&cookie_);
   ref.cookie = cookie_;
+  if (const auto place = shm::locate(m.data, m.header.payload_bytes)) {  // the reader may fold it in place
+    ref.fd = static_cast<uint64_t>(place->fd);
+    ref.inode = place->inode;
+    ref.offset = place->offset;
+  }
   uint8_t frame[kLentRefBytes];
   encode_lent_ref(ref, frame);
   if (!send_frames(*link.dealer, h, frame, kLentRefBytes)) return false;
@@ -81,20 +88,41 @@ bool ZmqTransport::lendable(int sender, const LentRef& ref) {
 
 // Copies a lent chunk's values out of the lender's memory into a buffer of ours: on the training
 // thread in receive(), so the values land in the cache of the core about to fold them; on the
-// comm thread (under the mailbox's lock) for one waiting long or in a view change. Dropping
-// the ticket answers the lender: copied, or refused — then this and every later chunk of that
-// lender waiting here is refused, and it sends them all again over the socket, in order.
-bool ZmqTransport::copy_lent(InMessage& m) {
+// comm thread (under the mailbox's lock) for one waiting long or in a view change. A chunk in a
+// shared region of the lender is instead mapped, and on the training thread (in_place) left there
+// for the consumer to fold: its ticket then goes, answering the lender, once the consumer drops
+// the chunk. Dropping the ticket answers the lender: copied, or refused — then this and every
+// later chunk of that lender waiting here is refused, and it sends them all again over the
+// socket, in order.
+bool ZmqTransport::copy_lent(InMessage& m, bool in_place) {
   auto* ticket = static_cast<LentTicket*>(m.owner.get());
   const int lender = ticket->answer.lender;
   if (lent_answers_->refused(lender)) {
     ticket->answer.copied = false;
     return false;  // the caller drops m, and with it the ticket
   }
-  std::shared_ptr<void> values(std::malloc(std::max<size_t>(m.header.payload_bytes, 1)), std::free);
+  const size_t bytes = m.header.payload_bytes;
+  std::shared_ptr<const shm::SharedMapping> mapping;
+  if (m.lent->inode != 0) mapping = shared_region(lender, *m.lent, bytes);
+  if (mapping && in_place) {
+    struct Hold {  // the ticket (answered when the consumer drops the chunk) and the mapping
+      std::shared_ptr<void> ticket;
+      std::shared_ptr<const shm::SharedMapping> mapping;
+    };
+    m.data = reinterpret_cast<const float*>(mapping->data() + m.lent->offset);
+    m.owner = std::make_shared<Hold>(Hold{std::move(m.owner), std::move(mapping)});
+    m.shared = true;
+    m.lent.reset();
+    bytes_mapped_ += bytes;
+    return true;
+  }
+  std::shared_ptr<void> values(std::malloc(std::max<size_t>(bytes, 1)), std::free);
   if (!values)
-    throw Error("peer " + std::to_string(rank()), "out of memory for a " + std::to_string(m.header.payload_bytes) + "-byte chunk");
-  if (auto problem = read_process_memory(m.lent->pid, m.lent->address, values.get(), m.header.payload_bytes)) {
+    throw Error("peer " + std::to_string(rank()), "out of memory for a " + std::to_string(bytes) + "-byte chunk");
+  if (mapping) {
+    std::memcpy(values.get(), mapping->data() + m.lent->offset, bytes);
+    bytes_mapped_ += bytes;
+  } else if (auto problem = read_process_memory(m.lent->pid, m.lent->address, values.get(), bytes)) {
     lent_answers_->refuse_from(lender);
     log_unreadable(rank(), lender, *problem);
     ticket->answer.copied = false;
@@ -106,6 +134,35 @@ bool ZmqTransport::copy_lent(InMessage& m) {
   return true;
 }
 
+// The mapping of the lender's shared region that holds a lent chunk (any thread): the latest few
+// of each lender are kept mapped. Null when it cannot be mapped (logged once per lender, whose
+// chunks are then copied out of its memory as any other lent chunk).
+std::shared_ptr<const shm::SharedMapping> ZmqTransport::shared_region(int lender, const InMessage::Lent& lent,
+                                                                      size_t bytes) {
+  std::lock_guard<std::mutex> lock(mappings_mutex_);
+  if (unmappable_[lender]) return nullptr;
+  auto& mapped = mappings_[lender];
+  std::shared_ptr<const shm::SharedMapping> found;
+  for (const auto& region : mapped)
+    if (region->inode() == lent.inode) found = region;
+  std::string problem;
+  if (!found) {
+    found = std::make_shared<const shm::SharedMapping>(lent.pid, lent.fd, lent.inode, &problem);
+    if (found->data()) {
+      mapped.push_front(found);
+      if (mapped.size() > 4) mapped.pop_back();  // the lender freed or rarely lends from it
+    }
+  }
+  if (problem.empty() && !found->covers(lent.offset, bytes))
+    problem = "a chunk of " + std::to_string(bytes) + " bytes at " + std::to_string(lent.offset) +
+              " past the end of its " + std::to_string(found->size()) + "-byte region";
+  if (problem.empty()) return found;
+  unmappable_[lender] = true;
+  log("peer ", rank(), ": cannot map peer ", lender, "'s shared region (", problem,
+      "): its values are copied out of its memory from now on");
+  return nullptr;
+}
+
 // Lent chunks waiting in the mailbox since `arrived_by` or before are copied here (comm thread):
 // those the training thread has not come for within 50 ms, so a lender is never kept waiting for
 // its buffer on a busy reader (its send, its shutdown, which waits for its lent chunks, and a
@@ -113,7 +170,7 @@ bool ZmqTransport::copy_lent(InMessage& m) {
 void ZmqTransport::copy_waiting_lent(Clock::time_point arrived_by) {
   if (lent_answers_->waiting() == 0) return;
   mailbox_.for_each([&](InMessage& m, bool& keep) {
-    if (m.lent && m.lent->arrived <= arrived_by) keep = copy_lent(m);
+    if (m.lent && m.lent->arrived <= arrived_by) keep = copy_lent(m, false);
   });
 }
 

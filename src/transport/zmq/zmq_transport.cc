@@ -181,10 +181,11 @@ void ZmqTransport::send_to_each(const std::vector<int>& peers, const OutMessage&
 
 std::optional<InMessage> ZmqTransport::receive(const MatchKey& key, Clock::time_point deadline) {
   const auto start = Clock::now();
-  // A lent chunk's values are copied here, on the consumer's thread; a refused one comes again.
+  // A lent chunk's values are copied here, on the consumer's thread (or left in the lender's shared
+  // region for it to fold in place); a refused one comes again.
   std::optional<InMessage> m;
   do m = mailbox_.take(key, deadline);
-  while (m && m->lent && !copy_lent(*m));
+  while (m && m->lent && !copy_lent(*m, true));
   wait_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
   return m;
 }
@@ -210,6 +211,7 @@ TransportStats ZmqTransport::stats() const {
   s.bytes_sent = bytes_sent_;
   s.bytes_received = bytes_received_;
   s.bytes_lent = bytes_lent_;
+  s.bytes_mapped = bytes_mapped_;
   s.messages_dropped = dropped_;
   s.connections_refused = connections_refused_;
   s.wait_seconds = wait_ns_ * 1e-9;

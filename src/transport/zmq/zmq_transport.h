@@ -17,6 +17,7 @@
 
 #include <zmq.hpp>
 
+#include "common/shared_memory.h"
 #include "transport/zmq/connection_guard.h"
 #include "transport/control_handler.h"
 #include "transport/zmq/drop_log.h"
@@ -171,7 +172,10 @@ class ZmqTransport final : public MembershipPort {
   // sends them again) — on the training thread in receive(), or on the comm thread for chunks
   // waiting long or when a view change begins (copy_waiting_lent); the answers those copies owe, sent.
   bool lendable(int sender, const LentRef& ref);
-  bool copy_lent(InMessage& m);
+  // in_place: a chunk in a shared region of the lender is left there for the consumer to fold
+  // (InMessage::shared), else copied out.
+  bool copy_lent(InMessage& m, bool in_place);
+  std::shared_ptr<const shm::SharedMapping> shared_region(int lender, const InMessage::Lent& lent, size_t bytes);
   void copy_waiting_lent(Clock::time_point arrived_by);
   void send_lent_answers(zmq::socket_t& router);
   void answer_lent(zmq::socket_t& router, const zmq::message_t& identity, int lender, uint64_t token, bool copied);
@@ -249,6 +253,12 @@ class ZmqTransport final : public MembershipPort {
   const uint64_t cookie_;
   std::map<int, std::pair<uint64_t, uint64_t>> readable_;  // id → (pid, cookie) checked
   std::map<int, bool> unreadable_;
+  // Lenders' shared regions mapped (single_copy.cc: the latest few of each lender), and lenders
+  // whose regions could not be mapped (their values are copied out instead).
+  std::mutex mappings_mutex_;
+  std::map<int, std::deque<std::shared_ptr<const shm::SharedMapping>>> mappings_;  // guarded
+  std::map<int, bool> unmappable_;                                                  // guarded
+  std::atomic<uint64_t> bytes_mapped_{0};
   std::shared_ptr<LentAnswers> lent_answers_;  // set once the eventfd exists; thread-safe
   std::thread thread_;
 };
