@@ -2,14 +2,21 @@
 // thread or, when it does not come for them, on its comm thread; refusals; forged references.
 #include <gtest/gtest.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <thread>
 #include <zmq.hpp>
 
 #include "algorithms/collectives.h"
+#include "algorithms/gossip_step.h"
 #include "common/error.h"
 #include "common/shared_memory.h"
 #include "process_util.h"
@@ -31,6 +38,22 @@ zmq::socket_t claims_to_be_peer_1(zmq::context_t& ctx, const std::string& endpoi
   s.set(zmq::sockopt::linger, 0);
   s.connect(endpoint);
   return s;
+}
+
+// Sends, as peer 1, a gossip message of `round` for 8 floats: the values, or (lent) a reference.
+void send_as_peer_1(zmq::socket_t& s, uint64_t round, const void* payload, size_t bytes, bool lent) {
+  Header h;
+  h.kind = MessageKind::kGossip;
+  h.sender = 1;
+  h.round = round;
+  h.total_floats = 8;
+  h.payload_bytes = lent ? 32 : static_cast<uint32_t>(bytes);
+  h.flags = lent ? kFlagLent : 0;
+  h.checksum = message_checksum(h, payload, bytes);
+  uint8_t head[kHeaderBytes];
+  encode_header(h, head);
+  s.send(zmq::buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
+  s.send(zmq::buffer(payload, bytes), zmq::send_flags::none);
 }
 
 // Single copy: the receiver copies each chunk straight out of the sender's buffer, which the
@@ -133,44 +156,23 @@ TEST_F(SingleCopyTest, ForgedLentReferenceIsNotCopied) {
   zmq::context_t ctx;
   zmq::socket_t rogue = claims_to_be_peer_1(ctx, a.bound_endpoint());
   std::vector<float> secret(8, 42.0f);
-  Header h;
-  h.kind = MessageKind::kGossip;
-  h.sender = 1;
-  h.total_floats = 8;
-  h.payload_bytes = 32;
-  h.flags = kFlagLent;
   LentRef ref;
   ref.pid = static_cast<uint64_t>(::getpid());  // a real, readable process...
   ref.address = reinterpret_cast<uintptr_t>(secret.data());
   uint64_t cookie = 1;
   ref.cookie_address = reinterpret_cast<uintptr_t>(&cookie);
   ref.cookie = 2;  // ...but not the one that lent it
-  uint8_t frame[kLentRefBytes], head[kHeaderBytes];
+  uint8_t frame[kLentRefBytes];
   encode_lent_ref(ref, frame);
-  h.checksum = message_checksum(h, frame, kLentRefBytes);
-  encode_header(h, head);
-  rogue.send(zmq::buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
-  rogue.send(zmq::buffer(frame, kLentRefBytes), zmq::send_flags::none);
-  Header good;
-  good.kind = MessageKind::kGossip;
-  good.sender = 1;
-  good.total_floats = 8;
-  good.payload_bytes = 32;
+  send_as_peer_1(rogue, 0, frame, kLentRefBytes, true);
   std::vector<float> values(8, 1.0f);
-  good.checksum = message_checksum(good, values.data(), 32);
-  encode_header(good, head);
-  rogue.send(zmq::buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
-  rogue.send(zmq::buffer(values.data(), 32), zmq::send_flags::none);
+  send_as_peer_1(rogue, 0, values.data(), 32, false);
   std::vector<float> got;
   receive_vector(a, 1, {MessageKind::kGossip, 0, 0}, 0, 8, 5.0,
                  [&](size_t, const float* v, size_t c) { got.assign(v, v + c); });
   EXPECT_EQ(got, values) << "the forged reference's values were copied";
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past the connect timeout below
-  good.round = 1;
-  good.checksum = message_checksum(good, values.data(), 32);
-  encode_header(good, head);
-  rogue.send(zmq::buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
-  rogue.send(zmq::buffer(values.data(), 32), zmq::send_flags::none);
+  send_as_peer_1(rogue, 1, values.data(), 32, false);
   EXPECT_NO_THROW(receive_vector(a, 1, {MessageKind::kGossip, 1, 0}, 0, 8, 5.0, [](size_t, const float*, size_t) {}))
       << "answering the forger must not wait on its (never published) endpoint";
 }
@@ -231,20 +233,6 @@ TEST_F(SingleCopyTest, ALentChunkWhoseCopyFailsIsRefusedAndNotDelivered) {
   zmq::context_t ctx;
   zmq::socket_t rogue = claims_to_be_peer_1(ctx, a.bound_endpoint());
   uint64_t cookie = 0x5eed;
-  auto send = [&](uint64_t round, const void* payload, size_t bytes, uint16_t flags) {
-    Header h;
-    h.kind = MessageKind::kGossip;
-    h.sender = 1;
-    h.round = round;
-    h.total_floats = 8;
-    h.payload_bytes = flags ? 32 : static_cast<uint32_t>(bytes);
-    h.flags = flags;
-    h.checksum = message_checksum(h, payload, bytes);
-    uint8_t head[kHeaderBytes];
-    encode_header(h, head);
-    rogue.send(zmq::buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
-    rogue.send(zmq::buffer(payload, bytes), zmq::send_flags::none);
-  };
   LentRef ref;
   ref.pid = static_cast<uint64_t>(::getpid());
   ref.address = 16;  // unmapped
@@ -252,14 +240,115 @@ TEST_F(SingleCopyTest, ALentChunkWhoseCopyFailsIsRefusedAndNotDelivered) {
   ref.cookie = cookie;
   uint8_t frame[kLentRefBytes];
   encode_lent_ref(ref, frame);
-  send(0, frame, kLentRefBytes, kFlagLent);
+  send_as_peer_1(rogue, 0, frame, kLentRefBytes, true);
   std::vector<float> values(8, 3.0f), got;
-  send(1, values.data(), 32, 0);
+  send_as_peer_1(rogue, 1, values.data(), 32, false);
   EXPECT_THROW(receive_vector(a, 1, {MessageKind::kGossip, 0, 0}, 0, 8, 0.5, [](size_t, const float*, size_t) {}),
                PeerLost);
   receive_vector(a, 1, {MessageKind::kGossip, 1, 0}, 0, 8, 5.0,
                  [&](size_t, const float* v, size_t c) { got.assign(v, v + c); });
   EXPECT_EQ(got, values);
+}
+
+// Lenders that rewrite their shared values while the reader folds them in place (here a thread
+// setting one value of every chunk of two neighbours to NaN and back, over and over) never get a
+// value into the mix that the fold did not check in the pass that mixed it — also when one
+// neighbour's NaN makes the reader fold the span again and the other's values are read anew.
+// Each chunk of the result is one of the four mixes (both neighbours in, either left out, both
+// left out), the same over the whole chunk; never NaN. 40 rounds of 16 chunks of a ring of 3.
+TEST_F(SingleCopyTest, ValuesLendersRewriteDuringTheFoldAreNeverMixedUnchecked) {
+  if (!testing::process_vm_readv_works()) GTEST_SKIP() << "process_vm_readv is not allowed on this machine";
+  std::vector<ZmqTransportOptions> o;
+  for (int r = 0; r < 3; ++r) {
+    o.push_back(options(r, 3));
+    o.back().single_copy = true;
+  }
+  ZmqTransport a(o[0]), b(o[1]), c(o[2]);
+  const size_t n = 16 * 4096, chunk = 4096;
+  auto* from_a = static_cast<float*>(shm::allocate_shared(n * sizeof(float)));
+  auto* from_c = static_cast<float*>(shm::allocate_shared(n * sizeof(float)));
+  ASSERT_TRUE(from_a && from_c);
+  std::fill(from_a, from_a + n, 2.0f);
+  std::fill(from_c, from_c + n, 4.0f);
+  std::atomic<bool> stop{false};
+  std::thread flipper([&] {
+    volatile float* va = from_a;
+    volatile float* vc = from_c;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    while (!stop.load(std::memory_order_relaxed)) {
+      for (size_t k = 0; k < n; k += chunk) {
+        va[k + 7] = nan;
+        vc[k + 11] = nan;
+      }
+      for (size_t k = 0; k < n; k += chunk) {
+        va[k + 7] = 2.0f;
+        vc[k + 11] = 4.0f;
+      }
+    }
+  });
+  GossipStep step(b, topology::Graph{topology::Kind::kRing, 0, {}}, n, chunk, 10.0, 10.0);
+  std::vector<float> x(n, 1.0f), out(n);
+  const float third = 1.0f / 3;  // each mix: ⅓ of ours and ⅓ of each neighbour's or, left out, ours again
+  const float mixes[] = {third * 1 + third * 2 + third * 4, third * 1 + third * 1 + third * 4,
+                         third * 1 + third * 2 + third * 1, 1.0f};
+  std::vector<size_t> seen(4, 0);
+  size_t wrong = 0;
+  for (uint64_t round = 0; round < 40; ++round) {
+    SendGuard guard;
+    send_vector(a, 1, {MessageKind::kGossip, round, 0}, from_a, guard.owner(), 0, n, n, 0, chunk);
+    send_vector(c, 1, {MessageKind::kGossip, round, 0}, from_c, guard.owner(), 0, n, n, 0, chunk);
+    step.step(round, x.data(), out.data());
+    guard.wait_released(10.0, "test");
+    for (size_t k = 0; k < n; k += chunk) {
+      int which = -1;
+      for (int m = 0; m < 4; ++m)
+        if (std::all_of(&out[k], &out[k + chunk], [&](float v) { return std::fabs(v - mixes[m]) < 1e-5f; })) which = m;
+      if (which < 0) ++wrong;
+      else ++seen[which];
+    }
+  }
+  stop = true;
+  flipper.join();
+  EXPECT_EQ(wrong, 0u) << "mixed " << seen[0] << ", without a " << seen[1] << ", without c " << seen[2]
+                       << ", without both " << seen[3];
+  EXPECT_GT(b.stats().bytes_mapped, 0u);
+  EXPECT_TRUE(shm::free_shared(from_a));
+  EXPECT_TRUE(shm::free_shared(from_c));
+}
+
+// A lent reference naming a region the reader must not map — here a memfd that could shrink, so
+// a read of the mapping could fault — is not mapped: the reader copies the values out of the
+// lender's memory as for any lent chunk, and they arrive exact and private.
+TEST_F(SingleCopyTest, ARegionThatCouldShrinkIsNotMappedAndTheValuesAreCopiedInstead) {
+  if (!testing::process_vm_readv_works()) GTEST_SKIP() << "process_vm_readv is not allowed on this machine";
+  ZmqTransportOptions oa = options(0, 2);
+  oa.single_copy = true;
+  ZmqTransport a(oa);
+  zmq::context_t ctx;
+  zmq::socket_t rogue = claims_to_be_peer_1(ctx, a.bound_endpoint());
+  const int fd = ::memfd_create("unsealed", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, 4096), 0);
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  std::vector<float> values{1, 2, 3, 4, 5, 6, 7, 8};
+  uint64_t cookie = 0x5eed;
+  LentRef ref;
+  ref.pid = static_cast<uint64_t>(::getpid());
+  ref.address = reinterpret_cast<uintptr_t>(values.data());
+  ref.cookie_address = reinterpret_cast<uintptr_t>(&cookie);
+  ref.cookie = cookie;
+  ref.fd = static_cast<uint64_t>(fd);
+  ref.inode = st.st_ino;
+  uint8_t frame[kLentRefBytes];
+  encode_lent_ref(ref, frame);
+  send_as_peer_1(rogue, 0, frame, kLentRefBytes, true);
+  std::optional<InMessage> m = a.receive({MessageKind::kGossip, 1, 0, 0, 0}, Clock::now() + std::chrono::seconds(5));
+  ASSERT_TRUE(m);
+  EXPECT_FALSE(m->shared);
+  EXPECT_EQ(std::vector<float>(m->data, m->data + m->count), values);
+  EXPECT_EQ(a.stats().bytes_mapped, 0u);
+  ::close(fd);
 }
 
 // The answers owed to lenders: posted by tickets however they go, taken by the comm thread;
