@@ -322,10 +322,11 @@ TEST(Elastic, PushSumSurvivesAJoinAndACrash) {
 }
 
 // Runs `y` through join_then_kill_rank_3: the 5 that finish (the joiner among them) end with
-// one model that reaches 0.8.
-void expect_one_model_after_a_join_and_a_crash(const TempDir& dir, const std::string& y) {
+// one model that reaches 0.8. `log`, when given, receives the run's and the joiner's output.
+void expect_one_model_after_a_join_and_a_crash(const TempDir& dir, const std::string& y, std::string* log = nullptr) {
   std::string out, j;
   ASSERT_NO_FATAL_FAILURE(join_then_kill_rank_3(dir, y, &out, &j));
+  if (log) *log = out + j;
   EXPECT_NE(out.find("4 of 5 peers succeeded, 1 distinct final model"), std::string::npos) << out << j;
   EXPECT_NE(out.find("5 members (gone: 3, joined: 0)"), std::string::npos) << out;
   const std::vector<double> acc = averaged(out + j);
@@ -341,6 +342,20 @@ TEST(Elastic, DilocoSurvivesAJoinAndACrash) {
   TempDir dir;
   expect_one_model_after_a_join_and_a_crash(
       dir, dir.write("diloco.yaml", yaml(5, 120, 30, "topology: ring\nalgorithm: {kind: diloco, inner_steps: 8, ")));
+}
+
+// Gossip with single copy through a join and a crash: the neighbours fold each other's parameters
+// in place out of shared regions — the joiner's too — and the killed peer's regions, mapped by
+// its neighbours when it dies, go with it harmlessly (a mapping keeps the file it maps).
+TEST(Elastic, SingleCopyGossipSurvivesAJoinAndACrash) {
+  TempDir dir;
+  std::string log;
+  expect_one_model_after_a_join_and_a_crash(
+      dir, dir.write("sc.yaml", yaml(5, 120, 30, "topology: ring\nalgorithm: {kind: gossip, single_copy: true, ")), &log);
+  if (testing::process_vm_readv_works()) {
+    EXPECT_EQ(capture_all(log, R"(mapped_MB ([0-9.]+))").size(), 5u) << log;
+  }
+  EXPECT_EQ(log.find("cannot map"), std::string::npos) << log;
 }
 
 // CHOCO through a join and a crash: every member forgets its public copies at each view change
