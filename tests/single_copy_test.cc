@@ -80,8 +80,9 @@ TEST_F(SingleCopyTest, SingleCopyChunksArriveExactlyAndAreCountedAsLent) {
 
 // A chunk lent from a shared region (common/shared_memory.h) is not copied: the reader's
 // receive() hands out the values where they lie in the lender's region (shared), the lender's
-// buffer comes back only once the reader drops the chunk, and a reader that checks then uses
-// (receive_vector) gets them privatized. The values are exact either way.
+// buffer comes back only once the reader drops the chunk, a reader that checks then uses
+// (receive_vector) gets them privatized, and one not taken for a while is copied out of the
+// mapping by the comm thread. The values are exact every way.
 TEST_F(SingleCopyTest, ChunksInASharedRegionAreReadInPlaceUntilTheReaderDropsThem) {
   if (!testing::process_vm_readv_works()) GTEST_SKIP() << "process_vm_readv is not allowed on this machine";
   auto [oa, ob] = lending_pair();
@@ -114,9 +115,16 @@ TEST_F(SingleCopyTest, ChunksInASharedRegionAreReadInPlaceUntilTheReaderDropsThe
                    [&](size_t i, const float* v, size_t c) { std::copy(v, v + c, got.begin() + i); });
     again.wait_released(5.0, "test");  // privatized: released before the values are used
     EXPECT_EQ(got, std::vector<float>(data, data + n));
+    SendGuard untaken;  // not taken for a while: the comm thread copies it out of the mapping
+    send_vector(a, 1, {MessageKind::kGossip, 2, 0}, data, untaken.owner(), 0, 1000, 1000, 0, 4096);
+    untaken.wait_released(5.0, "test");
+    auto late = b.receive({MessageKind::kGossip, 0, 2, 0, 0}, Clock::now() + std::chrono::seconds(5));
+    ASSERT_TRUE(late);
+    EXPECT_FALSE(late->shared);
+    EXPECT_EQ(std::vector<float>(late->data, late->data + late->count), std::vector<float>(data, data + 1000));
   }
-  EXPECT_EQ(b.stats().bytes_mapped, 2 * n * sizeof(float));
-  EXPECT_EQ(a.stats().bytes_lent, 2 * n * sizeof(float));
+  EXPECT_EQ(b.stats().bytes_mapped, (2 * n + 1000) * sizeof(float));
+  EXPECT_EQ(a.stats().bytes_lent, (2 * n + 1000) * sizeof(float));
   EXPECT_EQ(a.stats().messages_dropped + b.stats().messages_dropped, 0u);
   EXPECT_TRUE(shm::free_shared(data));
 }

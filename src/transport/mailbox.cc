@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <new>
+#include <string>
+
+#include "common/error.h"
 
 namespace gossip::peer {
 
@@ -117,7 +119,7 @@ void privatize(InMessage& m) {
   if (!m.shared) return;
   const size_t bytes = m.bytes();
   std::shared_ptr<void> values(std::malloc(std::max<size_t>(bytes, 1)), std::free);
-  if (!values) throw std::bad_alloc();
+  if (!values) throw Error("transport", "out of memory for a private copy of a " + std::to_string(bytes) + "-byte chunk");
   if (bytes) std::memcpy(values.get(), m.data, bytes);
   m.data = static_cast<const float*>(values.get());
   m.owner = std::move(values);  // the hold on the sender's region goes (answering it, if lent)

@@ -104,7 +104,7 @@ bool ZmqTransport::copy_lent(InMessage& m, bool in_place) {
   const size_t bytes = m.header.payload_bytes;
   std::shared_ptr<const shm::SharedMapping> mapping;
   if (m.lent->inode != 0) mapping = shared_region(lender, *m.lent, bytes);
-  if (mapping && in_place) {
+  if (mapping) {
     struct Hold {  // the ticket (answered when the consumer drops the chunk) and the mapping
       std::shared_ptr<void> ticket;
       std::shared_ptr<const shm::SharedMapping> mapping;
@@ -114,15 +114,13 @@ bool ZmqTransport::copy_lent(InMessage& m, bool in_place) {
     m.shared = true;
     m.lent.reset();
     bytes_mapped_ += bytes;
+    if (!in_place) privatize(m);  // copied out of the mapping: the ticket goes, "copied"
     return true;
   }
   std::shared_ptr<void> values(std::malloc(std::max<size_t>(bytes, 1)), std::free);
   if (!values)
     throw Error("peer " + std::to_string(rank()), "out of memory for a " + std::to_string(bytes) + "-byte chunk");
-  if (mapping) {
-    std::memcpy(values.get(), mapping->data() + m.lent->offset, bytes);
-    bytes_mapped_ += bytes;
-  } else if (auto problem = read_process_memory(m.lent->pid, m.lent->address, values.get(), bytes)) {
+  if (auto problem = read_process_memory(m.lent->pid, m.lent->address, values.get(), bytes)) {
     lent_answers_->refuse_from(lender);
     log_unreadable(rank(), lender, *problem);
     ticket->answer.copied = false;
