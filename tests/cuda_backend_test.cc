@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/bf16.h"
 
 namespace gossip::kernels {
 namespace {
@@ -278,6 +279,71 @@ TEST_F(CudaVsCpu, ArithmeticOnLargeArrays) {
   for (size_t i = 0; i < n; i += 997) ASSERT_NEAR(got[i], y[i], 1e-5) << i;
   ASSERT_NEAR(got[n - 1], y[n - 1], 1e-5);
   EXPECT_NEAR(gpu_->norm2(dy, n), cpu_->norm2(y.data(), n), 1e-5 * cpu_->norm2(y.data(), n));
+}
+
+// The gossip mix (Backend::mix_span) gives the CPU reference's bits on the device, for f32 and
+// bf16 values, degrees up to two launches' worth, a neighbour left out and a NaN sent; the scans
+// and the norm agree to float rounding and name the same neighbour not finite.
+TEST_F(CudaVsCpu, GossipMixIsTheCpuMixBitForBit) {
+  const size_t n = 70001;
+  for (bool bf16 : {false, true})
+    for (size_t degree : {0, 1, 2, 3, 9, 17}) {
+      const auto x = random(n, 40 + degree);
+      std::vector<std::vector<float>> v;
+      std::vector<std::vector<uint16_t>> q;
+      std::vector<float> w;
+      for (size_t k = 0; k < degree; ++k) {
+        v.push_back(random(n, 60 + k));
+        q.emplace_back(n);
+        w.push_back(0.5f / float(degree));
+      }
+      if (degree > 0) v[0][n / 2] = std::numeric_limits<float>::quiet_NaN();
+      std::vector<uint16_t> own(n);
+      to_bf16(x.data(), own.data(), n);
+      std::vector<const void*> host_values, device_values;
+      on_gpu(x);
+      float* dx = last();
+      on_gpu(std::vector<float>(n, 0));
+      float* dy = last();
+      for (size_t k = 0; k < degree; ++k) {
+        to_bf16(v[k].data(), q[k].data(), n);
+        const void* h = bf16 ? static_cast<const void*>(q[k].data()) : v[k].data();
+        bufs_.emplace_back(*gpu_, n);
+        gpu_->upload(last(), h, n * (bf16 ? 2 : 4));
+        host_values.push_back(k == 1 ? nullptr : h);  // neighbour 1 left out
+        device_values.push_back(k == 1 ? nullptr : last());
+      }
+      std::vector<float> ref(n);
+      std::vector<ValueScan> cpu_scans(degree), gpu_scans(degree);
+      MixSpan m;
+      m.n = n;
+      m.self = 0.5f;
+      m.rest = 0.5f;
+      m.bf16 = bf16;
+      m.own = own.data();
+      m.degree = degree;
+      m.weights = w.data();
+      m.norm = true;
+      m.src = x.data(), m.dst = ref.data(), m.values = host_values.data(), m.scans = cpu_scans.data();
+      const double cpu_norm = cpu_->mix_span(m);
+      m.src = dx, m.dst = dy, m.values = device_values.data(), m.scans = gpu_scans.data();
+      const double gpu_norm = gpu_->mix_span(m);
+      const auto got = fetch(dy, n);
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_TRUE(std::isnan(ref[i]) ? std::isnan(got[i]) : got[i] == ref[i])
+            << "bf16 " << bf16 << " degree " << degree << " at " << i << ": " << got[i] << " vs " << ref[i];
+      }
+      EXPECT_NEAR(gpu_norm, cpu_norm, 1e-5 * cpu_norm);
+      for (size_t k = 0; k < degree; ++k) {
+        EXPECT_EQ(gpu_scans[k].finite, cpu_scans[k].finite) << "neighbour " << k;
+        if (cpu_scans[k].finite) {
+          EXPECT_NEAR(gpu_scans[k].sum_squares, cpu_scans[k].sum_squares, 1e-5 * cpu_scans[k].sum_squares) << k;
+        }
+      }
+      if (degree > 0) {
+        EXPECT_FALSE(gpu_scans[0].finite);
+      }
+    }
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // DecentralizedHook on a model in a device backend's memory (here host memory behind a backend
 // that says it is not the host's, and counts what crosses): one gossip round costs one download
-// of the model (to send and fold on the host) and one upload of the mix, nothing else.
+// of the model (to send it and screen the neighbours' chunks against it) and the upload of each
+// received chunk, which the backend's mix folds where the model lies; nothing else.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "peer/config.h"
 #include "peer/decentralized_hook.h"
 #include "peer_threads.h"
+#include "topology/topology.h"
 
 namespace gossip::peer {
 namespace {
@@ -54,10 +57,16 @@ class CountingDeviceBackend final : public kernels::Backend {
   double norm2(const float* x, size_t n) override { return cpu_->norm2(x, n); }
   void axpy(size_t n, float a, const float* x, float* y) override { cpu_->axpy(n, a, x, y); }
   void scale(size_t n, float a, float* x) override { cpu_->scale(n, a, x); }
+  double mix_span(const kernels::MixSpan& m) override {
+    ++mixes_;
+    return cpu_->mix_span(m);
+  }
+  int mixes() const { return mixes_; }
 
  private:
   std::unique_ptr<kernels::Backend> cpu_ = kernels::make_cpu_backend();
   kernels::TransferStats stats_;
+  int mixes_ = 0;
 };
 
 // Only a parameter buffer in that backend's memory.
@@ -90,16 +99,19 @@ class DeviceBufferModel final : public model::Model {
   kernels::DeviceArray<float> params_;
 };
 
-TEST(DecentralizedHook, DeviceModelCostsOneDownloadAndOneUploadPerGossipRound) {
+// Runs `rounds` gossip rounds of 4 peers on `topology` with device models and checks the mix
+// against the graph's weights (in double) and the bytes that crossed: one download of the model
+// and `uploads` models' worth of chunks per round.
+void run_device_rounds(const std::string& topology, int uploads) {
   const int n = 4, rounds = 3;
   const size_t floats = 100000;
-  const RunConfig cfg = parse_config("peers: {count: 4}\ntopology: ring\nalgorithm: {kind: gossip}\n", "hook.yaml");
+  const RunConfig cfg =
+      parse_config("peers: {count: 4}\ntopology: " + topology + "\nalgorithm: {kind: gossip}\n", "hook.yaml");
   auto start = [&](int r) {
     std::vector<float> x(floats);
     for (size_t i = 0; i < floats; ++i) x[i] = static_cast<float>((r + 1) * (i % 7) + r);
     return x;
   };
-  // The reference: every round x_r ← (x_{r−1} + x_r + x_{r+1}) / 3, in double.
   std::vector<std::vector<double>> expect(n);
   for (int r = 0; r < n; ++r) {
     const std::vector<float> x = start(r);
@@ -107,9 +119,14 @@ TEST(DecentralizedHook, DeviceModelCostsOneDownloadAndOneUploadPerGossipRound) {
   }
   for (int k = 0; k < rounds; ++k) {
     std::vector<std::vector<double>> next = expect;
-    for (int r = 0; r < n; ++r)
-      for (size_t i = 0; i < floats; ++i)
-        next[r][i] = (expect[(r + n - 1) % n][i] + expect[r][i] + expect[(r + 1) % n][i]) / 3;
+    for (int r = 0; r < n; ++r) {
+      const topology::Neighbours nb = topology::neighbours(cfg.topology, n, r, k);
+      for (size_t i = 0; i < floats; ++i) {
+        double v = nb.self_weight * expect[r][i];
+        for (const topology::Link& l : nb.in) v += l.weight * expect[l.peer][i];
+        next[r][i] = v;
+      }
+    }
     expect = std::move(next);
   }
   testing::run_peers(n, [&](int r, Transport& t) {
@@ -124,11 +141,19 @@ TEST(DecentralizedHook, DeviceModelCostsOneDownloadAndOneUploadPerGossipRound) {
     const kernels::TransferStats after = backend.transfers();
     const uint64_t bytes = floats * sizeof(float) * rounds;
     EXPECT_EQ(after.device_to_host - before.device_to_host, bytes) << "peer " << r << ": one download per round";
-    EXPECT_EQ(after.host_to_device - before.host_to_device, bytes) << "peer " << r << ": one upload per round";
+    EXPECT_EQ(after.host_to_device - before.host_to_device, bytes * uploads)
+        << "peer " << r << ": the received chunks, uploaded once each";
+    EXPECT_GE(backend.mixes(), rounds) << "peer " << r << ": the mix runs in the device backend";
     const std::vector<float> got = model.download_params();
     for (size_t i = 0; i < floats; i += 101) ASSERT_NEAR(got[i], expect[r][i], 1e-4 * (1 + std::abs(expect[r][i]))) << r << " " << i;
   });
 }
+
+TEST(DecentralizedHook, DeviceModelWithOneNeighbourCostsOneDownloadAndOneUploadPerRound) {
+  run_device_rounds("one_peer_exponential", 1);
+}
+
+TEST(DecentralizedHook, DeviceModelOnARingUploadsBothNeighboursChunksAndNothingElse) { run_device_rounds("ring", 2); }
 
 }  // namespace
 }  // namespace gossip::peer

@@ -2,154 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <optional>
-#include <type_traits>
 
-#include "common/cpu_features.h"
+#include "common/error.h"
 #include "common/log.h"
 #include "kernels/bf16.h"
 
 namespace gossip::peer {
 namespace {
 
-template <typename Value>
-inline float widen(Value v) {
-  if constexpr (std::is_same_v<Value, uint16_t>) return kernels::from_bf16(v);
-  else return v;
-}
-
-// What stays of our own value: self·x, or (bf16) x − rest·Q(x), Q(x) taken again here (the same
-// rounding as what we sent) rather than read back.
-template <bool kBf16>
-inline float own_share(float self, float rest, float x) {
-  if constexpr (kBf16) return x - rest * kernels::from_bf16(kernels::to_bf16(x));
-  else return self * x;
-}
-
-// fold_span: dst = self·src + Σ_k w_k·v_k over `span` floats, v_k = current[k]->data + used[k];
-// the common degrees get one fused loop each. A neighbour's chunk with NaN/Inf is not mixed in:
-// our own values stand in for it, so its weight goes to self for that span. With kNorm, returns
-// Σ src² (taken in the same pass, for the outlier screen; float partial sums per block, added up
-// in double). With kCheck, also scans every v_k in that pass (into theirs[k]: Σ v_k² and whether
-// one is NaN/Inf): the single read of a chunk that needed no checksum (ChunkReader::defer_scan).
-// kBf16: the chunks hold bf16 values and dst = src − rest·Q(src) + Σ_k w_k·v_k, where rest =
-// Σ_k w_k; a chunk not mixed in stands in as `own` = Q(src), so its term w_k·(own − own) vanishes.
-struct Fold {
-  float self, rest;         // rest = Σ_k w_k (bf16 only)
-  const float* src;         // our values
-  const uint16_t* own;      // bf16: Q(src), what we sent (stands in for a chunk not mixed in)
-  float* dst;
-  size_t span;
-  const std::vector<std::optional<InMessage>>* current;
-  const std::vector<size_t>* used;  // floats of current[k] before this span
-  const std::vector<float>* w;
-  FloatScan* theirs;  // kCheck: one per neighbour, added to
-};
-
-// Bit 31 of the result is set exactly when v is NaN or ±Inf (its exponent bits plus one exponent
-// unit carry out of them only when they were all ones); OR-ed over a block, as in the wire scan.
-inline uint32_t nonfinite_bit(float v) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, 4);
-  return (bits & 0x7F800000u) + 0x00800000u;
-}
-
-// One neighbour's block sums, added to its FloatScan.
-inline void add_block(FloatScan& scan, float sq, uint32_t bad) {
-  scan.sum_squares += sq;
-  if (bad & 0x80000000u) scan.finite = false;
-}
-
-template <bool kNorm, bool kCheck, bool kBf16>
-__attribute__((always_inline)) inline double fold_span_body(const Fold& f) {
-  using Value = std::conditional_t<kBf16, uint16_t, float>;
-  const auto& current = *f.current;
-  const auto& used = *f.used;
-  const auto& w = *f.w;
-  const float self = f.self, rest = f.rest;
-  const size_t deg = current.size();
-  auto values = [&](size_t k, size_t begin) -> const Value* {
-    if constexpr (kBf16) return (current[k]->finite ? current[k]->bf16() + used[k] : f.own) + begin;
-    else return (current[k]->finite ? current[k]->data + used[k] : f.src) + begin;
-  };
-  double total = 0;
-  for (size_t begin = 0; begin < f.span; begin += 4096) {
-    const size_t n = std::min(f.span - begin, size_t(4096));
-    const float* __restrict x = f.src + begin;
-    float* __restrict y = f.dst + begin;
-    float sq = 0, sq0 = 0, sq1 = 0;
-    uint32_t bad0 = 0, bad1 = 0;
-    if (deg == 1) {
-      const Value* __restrict a = values(0, begin);
-      const float w0 = w[0];
-#pragma omp simd reduction(+ : sq, sq0) reduction(| : bad0)
-      for (size_t j = 0; j < n; ++j) {
-        const float a0 = widen(a[j]);
-        y[j] = own_share<kBf16>(self, rest, x[j]) + w0 * a0;
-        if constexpr (kNorm) sq += x[j] * x[j];
-        if constexpr (kCheck) sq0 += a0 * a0, bad0 |= nonfinite_bit(a0);
-      }
-      if constexpr (kCheck) add_block(f.theirs[0], sq0, bad0);
-    } else if (deg == 2) {
-      const Value* __restrict a = values(0, begin);
-      const Value* __restrict b = values(1, begin);
-      const float w0 = w[0], w1 = w[1];
-#pragma omp simd reduction(+ : sq, sq0, sq1) reduction(| : bad0, bad1)
-      for (size_t j = 0; j < n; ++j) {
-        const float a0 = widen(a[j]), b0 = widen(b[j]);
-        y[j] = own_share<kBf16>(self, rest, x[j]) + w0 * a0 + w1 * b0;
-        if constexpr (kNorm) sq += x[j] * x[j];
-        if constexpr (kCheck) sq0 += a0 * a0, sq1 += b0 * b0, bad0 |= nonfinite_bit(a0), bad1 |= nonfinite_bit(b0);
-      }
-      if constexpr (kCheck) add_block(f.theirs[0], sq0, bad0), add_block(f.theirs[1], sq1, bad1);
-    } else {
-#pragma omp simd reduction(+ : sq)
-      for (size_t j = 0; j < n; ++j) {
-        y[j] = own_share<kBf16>(self, rest, x[j]);
-        if constexpr (kNorm) sq += x[j] * x[j];
-      }
-      for (size_t k = 0; k < deg; ++k) {
-        const Value* __restrict a = values(k, begin);
-        const float wk = w[k];
-        sq0 = 0, bad0 = 0;
-#pragma omp simd reduction(+ : sq0) reduction(| : bad0)
-        for (size_t j = 0; j < n; ++j) {
-          const float a0 = widen(a[j]);
-          y[j] += wk * a0;
-          if constexpr (kCheck) sq0 += a0 * a0, bad0 |= nonfinite_bit(a0);
-        }
-        if constexpr (kCheck) add_block(f.theirs[k], sq0, bad0);
-      }
-    }
-    total += sq;
-  }
-  return total;
-}
-
-// AVX2 where the CPU has it (common/cpu_features.h): about 8 % off a bf16 round. Without FMA in
-// the target, every value comes out as in the baseline build.
-#if defined(__x86_64__)
-template <bool kNorm, bool kCheck, bool kBf16>
-GOSSIP_TARGET_AVX2 double fold_span_avx2(const Fold& f) {
-  return fold_span_body<kNorm, kCheck, kBf16>(f);
-}
-#endif
-
-template <bool kNorm, bool kCheck, bool kBf16>
-double fold_span(const Fold& f) {
-#if defined(__x86_64__)
-  if (cpu_has_avx2()) return fold_span_avx2<kNorm, kCheck, kBf16>(f);
-#endif
-  return fold_span_body<kNorm, kCheck, kBf16>(f);
-}
-
-// The fold with the flags chosen at run time.
-double fold_span(const Fold& f, bool norm, bool check, bool bf16) {
-  if (check) return bf16 ? fold_span<true, true, true>(f) : fold_span<true, true, false>(f);
-  if (bf16) return norm ? fold_span<true, false, true>(f) : fold_span<false, false, true>(f);
-  return norm ? fold_span<true, false, false>(f) : fold_span<false, false, false>(f);
-}
+// A chunk's scan as the transport's readers take it.
+FloatScan as_float_scan(const kernels::ValueScan& v) { return FloatScan{v.finite, v.sum_squares}; }
 
 }  // namespace
 
@@ -203,15 +66,25 @@ struct GossipStep::InFlight {
   const topology::Neighbours* nb = nullptr;
   uint64_t round = 0;
   float self = 0, rest = 0;
+  const OnDevice* device = nullptr;  // null: the mix runs on host memory
   std::vector<ChunkReader> readers;
   std::vector<std::optional<InMessage>> current;
   std::vector<size_t> used;  // floats of current[k] already folded
   std::vector<float> weights;
-  std::vector<FloatScan> theirs;
+  std::vector<kernels::ValueScan> theirs;
+  std::vector<const void*> values;  // the mix's view of each current chunk (null: left out)
   std::vector<bool> reported;
 };
 
-void GossipStep::step(uint64_t round, const float* in, float* out) {
+void GossipStep::step(uint64_t round, const float* in, float* out) { run(round, in, out, nullptr); }
+
+void GossipStep::step(uint64_t round, const float* in, const OnDevice& device) {
+  if (!device.backend || device.backend->is_host()) throw Error("gossip", "OnDevice needs a device backend");
+  run(round, in, nullptr, &device);
+}
+
+// `out` is host memory, or null with `device`.
+void GossipStep::run(uint64_t round, const float* in, float* out, const OnDevice* device) {
   const topology::Neighbours nb = topology::neighbours(graph_, t_->size(), t_->rank(), static_cast<int64_t>(round));
   const VectorRef ref{MessageKind::kGossip, round, tag_, wire_};
   SendGuard guard;
@@ -223,6 +96,7 @@ void GossipStep::step(uint64_t round, const float* in, float* out) {
   InFlight s;
   s.nb = &nb;
   s.round = round;
+  s.device = device;
   s.self = static_cast<float>(nb.self_weight);
   double in_weight = 0;
   for (const topology::Link& l : nb.in) in_weight += l.weight;
@@ -230,10 +104,14 @@ void GossipStep::step(uint64_t round, const float* in, float* out) {
   s.current.resize(deg);
   s.used.assign(deg, 0);
   s.theirs.resize(deg);
+  s.values.resize(deg);
   s.reported.assign(deg, false);
+  if (device && staging_.size() < deg) staging_.resize(deg);
   for (size_t k = 0; k < deg; ++k) {
     s.readers.emplace_back(*t_, nb.in[k].peer, ref, 0, floats_, timeout_s_);
-    s.readers.back().defer_scan();  // a chunk without a checksum is scanned in the fold's own pass
+    // A chunk without a checksum is scanned in the fold's own pass on the host; for a device,
+    // where the chunk lands, as it is taken.
+    if (!device) s.readers.back().defer_scan();
     s.weights.push_back(static_cast<float>(nb.in[k].weight));
   }
   size_t pos = 0;
@@ -276,15 +154,14 @@ bool GossipStep::outlier(InFlight& s, size_t k, double ours) {
 
 // Folds [pos, pos + span) of every neighbour's current chunk into out. Usually every neighbour's
 // chunk is exactly this span (the same chunk size everywhere): then our norm over it comes out of
-// the fold itself and an outlier, which is rare, costs a second fold of the span. Otherwise each
-// chunk is screened before its first span is folded. A chunk that came without a checksum (lent,
-// in-process) is scanned in the fold's pass too, and the span folded again without it when it
-// turns out not finite.
+// the fold itself and an outlier, which is rare, costs a second fold of the span. Otherwise, and
+// for a device (whose chunks are screened on the host as they arrive), each chunk is screened
+// before its first span is folded. A chunk that came without a checksum (lent, in-process) is
+// scanned in the fold's pass too, and the span folded again without it when it turns out not finite.
 void GossipStep::fold_next_span(InFlight& s, size_t pos, size_t span, const float* in, float* out) {
   const size_t deg = s.current.size();
-  const bool bf16 = wire_ == Dtype::kBf16;
   auto& current = s.current;
-  bool whole = true, unscanned = false;
+  bool whole = !s.device, unscanned = false;
   for (size_t k = 0; k < deg; ++k) {
     whole = whole && s.used[k] == 0 && current[k]->count == span;
     unscanned = unscanned || !current[k]->scanned;
@@ -299,21 +176,16 @@ void GossipStep::fold_next_span(InFlight& s, size_t pos, size_t span, const floa
     for (size_t k = 0; k < deg; ++k)
       if (s.used[k] == 0 && current[k]->header.offset + current[k]->count <= floats_)
         outlier(s, k, sum_squares(in + current[k]->header.offset, current[k]->count));
-  auto fold = [&](bool norm, bool check) {
-    const uint16_t* own = bf16 ? rounded_.data() + pos : nullptr;
-    const Fold f{s.self, s.rest, in + pos, own, out + pos, span, &current, &s.used, &s.weights, s.theirs.data()};
-    return fold_span(f, norm, check, bf16);
-  };
   if (!whole || (max_norm_ratio_ <= 0 && !unscanned)) {
-    fold(false, false);
+    mix(s, pos, span, in, out, false, false);
     return;
   }
-  std::fill(s.theirs.begin(), s.theirs.end(), FloatScan{});
-  const double ours = fold(true, unscanned);
+  std::fill(s.theirs.begin(), s.theirs.end(), kernels::ValueScan{});
+  const double ours = mix(s, pos, span, in, out, true, unscanned);
   bool refold = false, shared = false;
   for (size_t k = 0; k < deg; ++k) {
     if (!current[k]->scanned) {
-      s.readers[k].settle(*current[k], s.theirs[k]);
+      s.readers[k].settle(*current[k], as_float_scan(s.theirs[k]));
       refold = refold || !current[k]->finite;
     }
     refold = outlier(s, k, ours) || refold;
@@ -322,16 +194,58 @@ void GossipStep::fold_next_span(InFlight& s, size_t pos, size_t span, const floa
   // Values in a neighbour's shared region may have changed since the first pass: each refold
   // checks again what it reads, and leaves out a chunk no longer fit to mix (at most deg times).
   while (refold && shared) {
-    std::fill(s.theirs.begin(), s.theirs.end(), FloatScan{});
-    fold(true, true);
+    std::fill(s.theirs.begin(), s.theirs.end(), kernels::ValueScan{});
+    mix(s, pos, span, in, out, true, true);
     refold = false;
     for (size_t k = 0; k < deg; ++k)
       if (current[k]->shared && current[k]->finite) {
-        s.readers[k].settle(*current[k], s.theirs[k]);
+        s.readers[k].settle(*current[k], as_float_scan(s.theirs[k]));
         refold = !current[k]->finite || outlier(s, k, ours) || refold;
       }
   }
-  if (refold) fold(false, false);
+  if (refold) mix(s, pos, span, in, out, false, false);
+}
+
+// One pass of the backend's mix over [pos, pos + span): every chunk still fit to mix at its
+// place, the others left out. `check`: scan the chunks in the same pass (host memory only: a
+// device's chunks were scanned as they arrived). Returns Σ in² over the span when `norm`.
+double GossipStep::mix(InFlight& s, size_t pos, size_t span, const float* in, float* out, bool norm, bool check) {
+  const bool bf16 = wire_ == Dtype::kBf16;
+  for (size_t k = 0; k < s.current.size(); ++k) {
+    const InMessage& m = *s.current[k];
+    const size_t at = s.used[k] * (bf16 ? sizeof(uint16_t) : sizeof(float));
+    s.values[k] = !m.finite ? nullptr : s.device ? device_copy(s, k, span) : reinterpret_cast<const char*>(m.data) + at;
+  }
+  kernels::MixSpan m;
+  m.n = span;
+  m.self = s.self;
+  m.rest = s.rest;
+  m.bf16 = bf16;
+  m.own = bf16 ? rounded_.data() + pos : nullptr;
+  m.degree = s.current.size();
+  m.values = s.values.data();
+  m.weights = s.weights.data();
+  m.scans = check ? s.theirs.data() : nullptr;
+  m.norm = norm;
+  if (!s.device) {
+    m.src = in + pos;
+    m.dst = out + pos;
+    return host_->mix_span(m);
+  }
+  m.src = s.device->in + pos;
+  m.dst = s.device->out + pos;
+  return s.device->backend->mix_span(m);
+}
+
+// current[k]'s next `span` values uploaded into the device's staging buffer for neighbour k.
+const void* GossipStep::device_copy(InFlight& s, size_t k, size_t span) {
+  const InMessage& m = *s.current[k];
+  const size_t value_bytes = wire_ == Dtype::kBf16 ? sizeof(uint16_t) : sizeof(float);
+  const size_t floats = (span * value_bytes + sizeof(float) - 1) / sizeof(float);
+  if (staging_[k].size() < floats) staging_[k] = kernels::DeviceArray<float>(*s.device->backend, floats);
+  s.device->backend->upload(staging_[k].get(), reinterpret_cast<const char*>(m.data) + s.used[k] * value_bytes,
+                            span * value_bytes);
+  return staging_[k].get();
 }
 
 }  // namespace gossip::peer

@@ -1,7 +1,9 @@
 // One round of symmetric / doubly-stochastic gossip (D-PSGD):
 //     x_i ← W_ii·x_i + Σ_j W_ij·x_j
 // on any graph of the topology library. The constructor fixes everything; step() only sends,
-// receives and mixes (after gloo's AllreduceRing).
+// receives and mixes (after gloo's AllreduceRing). The mix is the Backend's kernel (mix_span): on
+// host memory the CPU backend's; for a model on a device, the device's, fed with each received
+// chunk uploaded once.
 //
 // With a bf16 wire the values travel as Q(x) = bfloat16(x), half the bytes, and the mix is
 //     x_i ← x_i + Σ_{j≠i} W_ij·(Q(x_j) − Q(x_i))
@@ -12,9 +14,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "algorithms/collectives.h"
+#include "kernels/backend.h"
 #include "topology/topology.h"
 
 namespace gossip::peer {
@@ -31,12 +35,27 @@ class GossipStep {
   // transport has released it, so the caller may then reuse it.
   void step(uint64_t round, const float* in, float* out);
 
+  // The model's values on a device: `in` (host memory, step()'s copy of device_in) is what is sent
+  // and what the neighbours' chunks are screened against; the mix reads device_in and the chunks,
+  // each uploaded once into a staging buffer of the device, and writes device_out. Nothing else
+  // crosses between host and device.
+  struct OnDevice {
+    kernels::Backend* backend = nullptr;  // not a host backend; outlives the step
+    const float* in = nullptr;
+    float* out = nullptr;
+  };
+  void step(uint64_t round, const float* in, const OnDevice& device);
+
  private:
   struct InFlight;  // one round's in-neighbours as the fold walks them (gossip_step.cc)
+  void run(uint64_t round, const float* in, float* out, const OnDevice* device);
   void send_own(const topology::Neighbours& nb, const VectorRef& ref, const float* in, SendGuard& guard);
   void fold_next_span(InFlight& s, size_t pos, size_t span, const float* in, float* out);
+  double mix(InFlight& s, size_t pos, size_t span, const float* in, float* out, bool norm, bool check);
+  const void* device_copy(InFlight& s, size_t k, size_t span);
   bool outlier(InFlight& s, size_t k, double ours);
   Transport* t_;  // owned by the peer's Node (or a test), outlives the step
+  std::unique_ptr<kernels::Backend> host_ = kernels::make_cpu_backend();  // mixes host memory
   topology::Graph graph_;
   size_t floats_;
   size_t chunk_floats_;
@@ -45,6 +64,7 @@ class GossipStep {
   Dtype wire_;
   uint32_t tag_;
   std::vector<uint16_t> rounded_;  // bf16 wire: Q(in), sent zero-copy and released within step()
+  std::vector<kernels::DeviceArray<float>> staging_;  // on a device: one chunk per in-neighbour
 };
 
 // Σ v_i² (vectorised).

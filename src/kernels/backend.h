@@ -30,6 +30,33 @@ struct AdamWStep {
   float lr = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0, bias1 = 1, bias2 = 1;
 };
 
+// One span of a gossip mix (D-PSGD's x_i <- W_ii·x_i + Σ_j W_ij·x_j; algorithms::GossipStep),
+// in a backend's memory unless marked host:
+//   f32 values:  dst = self·src + Σ_k w_k·v_k
+//   bf16 values: dst = src − rest·Q(src) + Σ_k w_k·v_k,  rest = Σ_k w_k, Q = rounding to bf16
+// each product and sum rounded on its own, in the order written (no fused multiply-add), so that
+// every backend gives the same bits. v_k = values[k]; a null values[k] is a neighbour left out
+// (NaN, an outlier, a bad checksum): src (bf16: Q(src)) stands in, so its weight stays with us.
+struct ValueScan {
+  double sum_squares = 0;
+  bool finite = true;  // false once a value was NaN or ±Inf
+};
+struct MixSpan {
+  size_t n = 0;
+  float self = 1, rest = 0;
+  bool bf16 = false;               // values[k] hold bf16 (uint16_t) values, else floats
+  const float* src = nullptr;      // our values
+  float* dst = nullptr;            // the mix (not src)
+  const uint16_t* own = nullptr;   // bf16, host backends: Q(src), what was sent (device backends round src)
+  size_t degree = 0;
+  const void* const* values = nullptr;  // host array [degree] of pointers into backend memory
+  const float* weights = nullptr;       // host array [degree]
+  // Host array [degree] or null: Σ v_k² and finiteness of each values[k], added to in the same
+  // pass as the mix (the one read of values another process may rewrite: single copy's regions).
+  ValueScan* scans = nullptr;
+  bool norm = false;  // return Σ src² (the outlier screen's reference), else 0
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -72,6 +99,8 @@ class Backend {
   virtual double norm2(const float* x, size_t n) = 0;                  // √(Σ x²)
   virtual void axpy(size_t n, float a, const float* x, float* y) = 0;  // y += a·x
   virtual void scale(size_t n, float a, float* x) = 0;                 // x *= a
+  // The gossip mix of one span (MixSpan); returns Σ src² when m.norm, else 0.
+  virtual double mix_span(const MixSpan& m) = 0;
 
   // The layer graph's kernels (convolution, norms, attention, ...), or null when this backend has
   // none yet: then only the MLP trains on it (model::Network says so when it is built).

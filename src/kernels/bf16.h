@@ -1,6 +1,7 @@
 // bfloat16: the top 16 bits of a float32 (same exponent range, 8 bits of mantissa). Gossip and
-// push-sum can send their values in it (algorithm.wire: bf16) to halve the bytes on the wire. CPU
-// only: the values are converted where the mixing runs, on host buffers.
+// push-sum can send their values in it (algorithm.wire: bf16) to halve the bytes on the wire. The
+// values are rounded on the host, where they are sent from; the gossip mix widens them in either
+// backend (Backend::mix_span; the CUDA kernel rounds as to_bf16 does, bit for bit).
 #pragma once
 
 #include <bit>

@@ -33,6 +33,7 @@ class CpuBackend final : public Backend {
   double norm2(const float* x, size_t n) override;
   void axpy(size_t n, float a, const float* x, float* y) override;
   void scale(size_t n, float a, float* x) override;
+  double mix_span(const MixSpan& m) override;  // kernels/cpu_mix.cc
   LayerKernels* layers() override { return &layers_; }
 
  private:

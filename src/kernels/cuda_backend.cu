@@ -151,11 +151,37 @@ class CudaBackend final : public Backend {
     check_launch();
   }
 
+  // One launch per kMixBatch neighbours, in order (the later ones add to dst). Scans and the norm
+  // come back as per-block partial sums (a small download, counted), added up in double here.
+  double mix_span(const MixSpan& m) override {
+    const bool reduce = (m.scans || m.norm) && m.n > 0;
+    const unsigned blocks = cuda::mix_blocks(m.n);
+    if (reduce) ensure_mix_scratch();
+    double norm = 0;
+    size_t done = 0;
+    do {
+      cuda::MixBatch batch{};
+      batch.count = static_cast<int>(std::min<size_t>(cuda::kMixBatch, m.degree - done));
+      for (int k = 0; k < batch.count; ++k) {
+        batch.values[k] = m.values[done + k];
+        batch.weights[k] = m.weights[done + k];
+      }
+      cuda::mix_span(m.src, m.dst, m.n, m.self, m.rest, m.bf16, done > 0, batch, reduce ? mix_partials_ : nullptr,
+                     reduce ? mix_bad_ : nullptr, stream());
+      check_launch();
+      if (reduce) norm += add_mix_partials(m, done, batch.count, blocks);
+      done += batch.count;
+    } while (done < m.degree);
+    return m.norm ? norm : 0;
+  }
+
   LayerKernels* layers() override { return layers_.get(); }
 
   ~CudaBackend() override {
     if (row_loss_) note_free(cudaFree(row_loss_));
     if (row_hit_) note_free(cudaFree(row_hit_));
+    if (mix_partials_) note_free(cudaFree(mix_partials_));
+    if (mix_bad_) note_free(cudaFree(mix_bad_));
     if (!free_error_.empty()) log("cuda backend: ", free_error_);
   }
 
@@ -179,12 +205,40 @@ class CudaBackend final : public Backend {
     row_capacity_ = rows;
   }
 
+  void ensure_mix_scratch() {
+    if (mix_partials_) return;
+    GOSSIP_CUDA_CHECK(cudaMalloc(&mix_partials_, cuda::kMixBlocks * (cuda::kMixBatch + 1) * sizeof(float)));
+    GOSSIP_CUDA_CHECK(cudaMalloc(&mix_bad_, cuda::kMixBlocks * cuda::kMixBatch * sizeof(unsigned)));
+  }
+  // Adds a launch's per-block sums to m.scans[first..first + count) and returns its Σ src² (the
+  // first launch's; 0 for the later ones, which do not read src for the mix).
+  double add_mix_partials(const MixSpan& m, size_t first, int count, unsigned blocks) {
+    constexpr int kStride = cuda::kMixBatch + 1;
+    std::vector<float> sums(size_t(blocks) * kStride);
+    std::vector<unsigned> bad(size_t(blocks) * cuda::kMixBatch);
+    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(sums.data(), mix_partials_, sums.size() * sizeof(float), cudaMemcpyDeviceToHost, stream()));
+    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(bad.data(), mix_bad_, bad.size() * sizeof(unsigned), cudaMemcpyDeviceToHost, stream()));
+    GOSSIP_CUDA_CHECK(cudaStreamSynchronize(stream()));
+    transfers_.device_to_host += sums.size() * sizeof(float) + bad.size() * sizeof(unsigned);
+    double norm = 0;
+    for (unsigned b = 0; b < blocks; ++b) {
+      norm += sums[size_t(b) * kStride + cuda::kMixBatch];
+      for (int k = 0; m.scans && k < count; ++k) {
+        m.scans[first + k].sum_squares += sums[size_t(b) * kStride + k];
+        if (bad[size_t(b) * cuda::kMixBatch + k]) m.scans[first + k].finite = false;
+      }
+    }
+    return first == 0 ? norm : 0;
+  }
+
   std::unique_ptr<CUstream_st, StreamDeleter> stream_;
   std::unique_ptr<cublasContext, CublasDeleter> cublas_;
   std::unique_ptr<void, PinnedDeleter> staging_;
   float* row_loss_ = nullptr;  // per-row scratch for softmax_xent, freed in the destructor
   int* row_hit_ = nullptr;
   int row_capacity_ = 0;
+  float* mix_partials_ = nullptr;  // mix_span's per-block sums (cuda::kMixBlocks of them), freed in the destructor
+  unsigned* mix_bad_ = nullptr;
   TransferStats transfers_;
   std::string free_error_;  // the first failed cudaFree of a noexcept path, thrown by check_launch()
   std::unique_ptr<CudaLayers> layers_;  // last: its scratch is freed while the backend still works

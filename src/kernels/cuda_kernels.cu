@@ -106,7 +106,63 @@ __global__ void scale_kernel(size_t n, float a, float* x) {
     x[i] *= a;
 }
 
+// Q(x): x rounded to bf16 (kernels/bf16.h's to_bf16, bit for bit) and widened back.
+__device__ float round_bf16(float f) {
+  const unsigned u = __float_as_uint(f);
+  const bool nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
+  const unsigned rounded = u + 0x7FFFu + ((u >> 16) & 1u);
+  return __uint_as_float(((nan ? u | 0x00400000u : rounded) >> 16) << 16);
+}
+
+__device__ float load_value(const void* values, size_t i, bool bf16) {
+  if (bf16) return __uint_as_float(unsigned(static_cast<const unsigned short*>(values)[i]) << 16);
+  return static_cast<const float*>(values)[i];
+}
+
+// Grid-stride over the span; with partials, each thread's sums are reduced in the block (shared
+// memory, a fixed tree: deterministic, no atomics).
+__global__ void mix_kernel(const float* src, float* dst, size_t n, float self, float rest, bool bf16,
+                           bool accumulate, MixBatch batch, float* partials, unsigned* bad) {
+  float sq[kMixBatch + 1] = {};
+  unsigned flags[kMixBatch] = {};
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const float x = src[i];
+    const float q = bf16 ? round_bf16(x) : x;  // what stands in for a neighbour left out
+    float y = accumulate ? dst[i] : (bf16 ? __fsub_rn(x, __fmul_rn(rest, q)) : __fmul_rn(self, x));
+    for (int k = 0; k < batch.count; ++k) {
+      const float a = batch.values[k] ? load_value(batch.values[k], i, bf16) : q;
+      y = __fadd_rn(y, __fmul_rn(batch.weights[k], a));
+      sq[k] += a * a;
+      flags[k] |= (__float_as_uint(a) & 0x7F800000u) == 0x7F800000u;
+    }
+    sq[kMixBatch] += x * x;
+    dst[i] = y;
+  }
+  if (!partials) return;
+  __shared__ float sums[kThreads][kMixBatch + 1];
+  __shared__ unsigned ors[kThreads][kMixBatch];
+  for (int k = 0; k <= kMixBatch; ++k) sums[threadIdx.x][k] = sq[k];
+  for (int k = 0; k < kMixBatch; ++k) ors[threadIdx.x][k] = flags[k];
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      for (int k = 0; k <= kMixBatch; ++k) sums[threadIdx.x][k] += sums[threadIdx.x + half][k];
+      for (int k = 0; k < kMixBatch; ++k) ors[threadIdx.x][k] |= ors[threadIdx.x + half][k];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x <= kMixBatch) partials[blockIdx.x * (kMixBatch + 1) + threadIdx.x] = sums[0][threadIdx.x];
+  if (threadIdx.x < kMixBatch) bad[blockIdx.x * kMixBatch + threadIdx.x] = ors[0][threadIdx.x];
+}
+
 }  // namespace
+
+unsigned mix_blocks(size_t n) { return blocks_for(n) < kMixBlocks ? blocks_for(n) : kMixBlocks; }
+
+void mix_span(const float* src, float* dst, size_t n, float self, float rest, bool bf16, bool accumulate,
+              const MixBatch& batch, float* partials, unsigned* bad, cudaStream_t s) {
+  if (n) mix_kernel<<<mix_blocks(n), kThreads, 0, s>>>(src, dst, n, self, rest, bf16, accumulate, batch, partials, bad);
+}
 
 void fill(float* p, float value, size_t n, cudaStream_t s) {
   if (n) fill_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, value, n);

@@ -29,6 +29,23 @@ void sgd_update(float* w, const float* g, float* v, size_t n, float lr, float mo
 void adamw_update(float* w, const float* g, float* m, float* v, size_t n, float beta1, float beta2, float eps,
                   float decay, float step_size, float bias2_root, cudaStream_t stream);
 void axpy(size_t n, float a, const float* x, float* y, cudaStream_t stream);
+
+// The gossip mix (Backend::mix_span) in launches of up to kMixBatch neighbours each.
+constexpr int kMixBatch = 8;
+struct MixBatch {
+  const void* values[kMixBatch];  // device pointers; null: the neighbour is left out (src stands in)
+  float weights[kMixBatch];
+  int count;
+};
+// Blocks a mix launch uses for n values (at most kMixBlocks: the partials' size).
+constexpr unsigned kMixBlocks = 1024;
+unsigned mix_blocks(size_t n);
+// dst = (accumulate ? dst : own share of src) + Σ_k w_k·v_k over the batch, every step rounded on
+// its own in order (as the CPU reference). With `partials` (device, mix_blocks(n)·(kMixBatch + 1)
+// floats) and `bad` (mix_blocks(n)·kMixBatch): per block, Σ v_k² at [b·(kMixBatch + 1) + k], Σ src²
+// at [b·(kMixBatch + 1) + kMixBatch], and bad[b·kMixBatch + k] non-zero when a v_k was NaN or ±Inf.
+void mix_span(const float* src, float* dst, size_t n, float self, float rest, bool bf16, bool accumulate,
+              const MixBatch& batch, float* partials, unsigned* bad, cudaStream_t stream);
 void scale(size_t n, float a, float* x, cudaStream_t stream);
 
 }  // namespace gossip::kernels::cuda

@@ -180,9 +180,12 @@ void DecentralizedHook::mix(int64_t step, model::Model& model) {
       gossip_->step(static_cast<uint64_t>(step), x, spare_.get());
       model.adopt_params(spare_);
     } else {
-      host_out_.resize(floats_);
-      gossip_->step(static_cast<uint64_t>(step), x, host_out_.data());
-      host_.swap(host_out_);
+      // On the device: x (downloaded once) is sent and screens the chunks; the mix runs on the
+      // device into the spare, which the model adopts: nothing to upload but the chunks.
+      if (spare_.size() != floats_) spare_ = kernels::DeviceArray<float>(model.backend(), floats_);
+      gossip_->step(static_cast<uint64_t>(step), x, GossipStep::OnDevice{&model.backend(), model.params(), spare_.get()});
+      model.adopt_params(spare_);
+      return;
     }
   } else if (choco_) {
     choco_->step(static_cast<uint64_t>(step), x);
