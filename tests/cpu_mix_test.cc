@@ -56,19 +56,25 @@ struct Case {
   float self;
 };
 
+// Also with snapshot (each value loaded once for the scan and the mix): the same bits.
 TEST(CpuMix, F32MixIsTheFormulaBitForBitAtEveryDegree) {
   auto cpu = make_cpu_backend();
-  for (size_t degree : {0, 1, 2, 3, 9})
-    for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(4096), size_t(10007)}) {
-      Case c(n, degree, 7 + degree);
-      const auto values = c.all();
-      EXPECT_EQ(cpu->mix_span(c.span(values)), 0.0) << "no norm asked";
-      for (size_t i = 0; i < n; ++i) {
-        float y = c.self * c.x[i];
-        for (size_t k = 0; k < degree; ++k) y = y + c.w[k] * c.v[k][i];
-        ASSERT_EQ(c.dst[i], y) << "degree " << degree << " n " << n << " at " << i;
+  for (bool snapshot : {false, true})
+    for (size_t degree : {0, 1, 2, 3, 9})
+      for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(4096), size_t(10007)}) {
+        Case c(n, degree, 7 + degree);
+        const auto values = c.all();
+        MixSpan m = c.span(values);
+        std::vector<ValueScan> scans(degree);
+        m.snapshot = snapshot;  // (a snapshot goes with a scan)
+        if (snapshot) m.scans = scans.data();
+        EXPECT_EQ(cpu->mix_span(m), 0.0) << "no norm asked";
+        for (size_t i = 0; i < n; ++i) {
+          float y = c.self * c.x[i];
+          for (size_t k = 0; k < degree; ++k) y = y + c.w[k] * c.v[k][i];
+          ASSERT_EQ(c.dst[i], y) << "snapshot " << snapshot << " degree " << degree << " n " << n << " at " << i;
+        }
       }
-    }
 }
 
 TEST(CpuMix, ANeighbourLeftOutLeavesItsWeightWithOurOwnValues) {
@@ -98,6 +104,7 @@ TEST(CpuMix, ScansAndNormComeOutOfTheSamePass) {
     MixSpan m = c.span(values);
     m.scans = scans.data();
     m.norm = true;
+    m.snapshot = degree != 2;  // the copied values scan as the values themselves
     const double norm = cpu->mix_span(m);
     double want = 0;
     for (float x : c.x) want += double(x) * x;
@@ -116,7 +123,7 @@ TEST(CpuMix, ScansAndNormComeOutOfTheSamePass) {
 TEST(CpuMix, Bf16ValuesKeepOurRoundingResidualOutOfTheMix) {
   auto cpu = make_cpu_backend();
   for (size_t degree : {1, 2, 3}) {
-    Case c(6000, degree, 5);
+    Case c(6003, degree, 5);
     std::vector<std::vector<uint16_t>> q(degree, std::vector<uint16_t>(c.x.size()));
     std::vector<uint16_t> own(c.x.size());
     to_bf16(c.x.data(), own.data(), own.size());
@@ -129,6 +136,9 @@ TEST(CpuMix, Bf16ValuesKeepOurRoundingResidualOutOfTheMix) {
     MixSpan m = c.span(values);
     m.bf16 = true;
     m.own = own.data();
+    std::vector<ValueScan> scans(degree);
+    m.snapshot = degree == 2;  // with its scan
+    if (m.snapshot) m.scans = scans.data();
     m.rest = 0;
     for (float wk : c.w) m.rest += wk;
     cpu->mix_span(m);

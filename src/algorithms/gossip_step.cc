@@ -227,6 +227,7 @@ double GossipStep::mix(InFlight& s, size_t pos, size_t span, const float* in, fl
   m.weights = s.weights.data();
   m.scans = check ? s.theirs.data() : nullptr;
   m.norm = norm;
+  for (const auto& c : s.current) m.snapshot = m.snapshot || (check && c->shared);
   if (!s.device) {
     m.src = in + pos;
     m.dst = out + pos;

@@ -55,6 +55,11 @@ struct MixSpan {
   // pass as the mix (the one read of values another process may rewrite: single copy's regions).
   ValueScan* scans = nullptr;
   bool norm = false;  // return Σ src² (the outlier screen's reference), else 0
+  // With scans: the values may change while they are read (another process's shared region).
+  // The CPU backend then loads each value once, in a way the compiler cannot turn into a second
+  // read (x86-64 with AVX2), and the scan and the mix both use that load: what is mixed is
+  // exactly what was scanned.
+  bool snapshot = false;
 };
 
 class Backend {
