@@ -346,5 +346,24 @@ TEST_F(CudaVsCpu, GossipMixIsTheCpuMixBitForBit) {
     }
 }
 
+// bf16 packing on the device rounds as to_bf16 does, bit for bit: ties to even, NaN kept a NaN,
+// values beyond bf16's largest to ±Inf, subnormals.
+TEST_F(CudaVsCpu, PackBf16IsToBf16BitForBit) {
+  auto x = random(100003, 70);
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(), 3.4e38f, -3.4e38f, 1e-40f, 0.0f, -0.0f,
+                            1.00390625f /* a tie: 1 + 2^-8 */, 1.01171875f /* 1 + 3·2^-8 */};
+  for (size_t i = 0; i < std::size(specials); ++i) x[i * 997] = specials[i];
+  on_gpu(x);
+  float* dx = last();
+  bufs_.emplace_back(*gpu_, (x.size() + 1) / 2);
+  auto* dq = reinterpret_cast<uint16_t*>(last());
+  gpu_->pack_bf16(dx, dq, x.size());
+  std::vector<uint16_t> got(x.size()), want(x.size());
+  gpu_->download(got.data(), dq, x.size() * 2);
+  cpu_->pack_bf16(x.data(), want.data(), x.size());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], want[i]) << i << ": " << x[i];
+}
+
 }  // namespace
 }  // namespace gossip::kernels

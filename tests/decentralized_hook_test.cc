@@ -62,6 +62,7 @@ class CountingDeviceBackend final : public kernels::Backend {
     return cpu_->mix_span(m);
   }
   int mixes() const { return mixes_; }
+  void pack_bf16(const float* x, uint16_t* out, size_t n) override { cpu_->pack_bf16(x, out, n); }
 
  private:
   std::unique_ptr<kernels::Backend> cpu_ = kernels::make_cpu_backend();
@@ -102,11 +103,13 @@ class DeviceBufferModel final : public model::Model {
 // Runs `rounds` gossip rounds of 4 peers on `topology` with device models and checks the mix
 // against the graph's weights (in double) and the bytes that crossed: one download of the model
 // and `uploads` models' worth of chunks per round.
-void run_device_rounds(const std::string& topology, int uploads) {
+// `wire` bf16: every crossing is half the bytes (the values are rounded on the device).
+void run_device_rounds(const std::string& topology, int uploads, const std::string& wire = "f32") {
   const int n = 4, rounds = 3;
   const size_t floats = 100000;
-  const RunConfig cfg =
-      parse_config("peers: {count: 4}\ntopology: " + topology + "\nalgorithm: {kind: gossip}\n", "hook.yaml");
+  const RunConfig cfg = parse_config(
+      "peers: {count: 4}\ntopology: " + topology + "\nalgorithm: {kind: gossip, wire: " + wire + "}\n", "hook.yaml");
+  const uint64_t value_bytes = wire == "bf16" ? 2 : 4;
   auto start = [&](int r) {
     std::vector<float> x(floats);
     for (size_t i = 0; i < floats; ++i) x[i] = static_cast<float>((r + 1) * (i % 7) + r);
@@ -139,7 +142,7 @@ void run_device_rounds(const std::string& topology, int uploads) {
       hook.after_step(step, model);
     }
     const kernels::TransferStats after = backend.transfers();
-    const uint64_t bytes = floats * sizeof(float) * rounds;
+    const uint64_t bytes = floats * value_bytes * rounds;
     EXPECT_EQ(after.device_to_host - before.device_to_host, bytes) << "peer " << r << ": one download per round";
     EXPECT_EQ(after.host_to_device - before.host_to_device, bytes * uploads)
         << "peer " << r << ": the received chunks, uploaded once each";
@@ -154,6 +157,12 @@ TEST(DecentralizedHook, DeviceModelWithOneNeighbourCostsOneDownloadAndOneUploadP
 }
 
 TEST(DecentralizedHook, DeviceModelOnARingUploadsBothNeighboursChunksAndNothingElse) { run_device_rounds("ring", 2); }
+
+// The start values and every mix of them (k/2^rounds below 32) are exact in bf16, so the bf16
+// wire's mix must land on the same values.
+TEST(DecentralizedHook, DeviceModelWithTheBf16WireMovesHalfTheBytes) {
+  run_device_rounds("one_peer_exponential", 1, "bf16");
+}
 
 }  // namespace
 }  // namespace gossip::peer

@@ -40,8 +40,8 @@ GossipStep::GossipStep(Transport& transport, topology::Graph graph, size_t float
       tag_(tag) {}
 
 // Sends `in` to every out-neighbour (bf16: rounded chunk by chunk, each sent as soon as it is
-// ready; released, like `in`, before step() returns through the guard, so the buffer is reused
-// every round).
+// ready, or, with `in` null, rounded_ as it is; released, like `in`, before step() returns
+// through the guard, so the buffer is reused every round).
 void GossipStep::send_own(const topology::Neighbours& nb, const VectorRef& ref, const float* in, SendGuard& guard) {
   std::vector<int> out_peers;
   for (const topology::Link& l : nb.out) out_peers.push_back(l.peer);
@@ -53,7 +53,7 @@ void GossipStep::send_own(const topology::Neighbours& nb, const VectorRef& ref, 
   size_t done = 0;
   do {
     const size_t c = std::min(chunk_floats_, floats_ - done);
-    kernels::to_bf16(in + done, rounded_.data() + done, c);
+    if (in) kernels::to_bf16(in + done, rounded_.data() + done, c);
     send_vector(*t_, out_peers, ref, rounded_.data() + done, guard.owner(), done, c, floats_, 0, chunk_floats_);
     done += c;
   } while (done < floats_);
@@ -80,6 +80,15 @@ void GossipStep::step(uint64_t round, const float* in, float* out) { run(round, 
 
 void GossipStep::step(uint64_t round, const float* in, const OnDevice& device) {
   if (!device.backend || device.backend->is_host()) throw Error("gossip", "OnDevice needs a device backend");
+  if (!in && wire_ != Dtype::kBf16) throw Error("gossip", "a device step without the host's values needs the bf16 wire");
+  if (!in) {  // Q(x) rounded on the device; only it comes down
+    const size_t words = (floats_ + 1) / 2;  // two bf16 values per float of the buffer
+    if (device_rounded_.size() != words) device_rounded_ = kernels::DeviceArray<float>(*device.backend, words);
+    uint16_t* packed = reinterpret_cast<uint16_t*>(device_rounded_.get());
+    device.backend->pack_bf16(device.in, packed, floats_);
+    rounded_.resize(floats_);
+    device.backend->download(rounded_.data(), packed, floats_ * sizeof(uint16_t));
+  }
   run(round, in, nullptr, &device);
 }
 
@@ -134,6 +143,18 @@ void GossipStep::run(uint64_t round, const float* in, float* out, const OnDevice
   guard.wait_released(timeout_s_, "peer " + std::to_string(t_->rank()));
 }
 
+// Σ of our values² over [offset, offset + count): from `in`, or, for a device that sent only
+// Q(x) down, from those.
+double GossipStep::own_sum_squares(const float* in, size_t offset, size_t count) const {
+  if (in) return sum_squares(in + offset, count);
+  double total = 0;
+  for (size_t i = offset; i < offset + count; ++i) {
+    const double v = kernels::from_bf16(rounded_[i]);
+    total += v * v;
+  }
+  return total;
+}
+
 // An outlier chunk (norm far beyond ours over the same floats) is treated like a NaN chunk: true
 // when current[k] is one (and then marked so). `ours` = Σ in² over the chunk's floats.
 bool GossipStep::outlier(InFlight& s, size_t k, double ours) {
@@ -175,7 +196,7 @@ void GossipStep::fold_next_span(InFlight& s, size_t pos, size_t span, const floa
   if (!whole && max_norm_ratio_ > 0)
     for (size_t k = 0; k < deg; ++k)
       if (s.used[k] == 0 && current[k]->header.offset + current[k]->count <= floats_)
-        outlier(s, k, sum_squares(in + current[k]->header.offset, current[k]->count));
+        outlier(s, k, own_sum_squares(in, current[k]->header.offset, current[k]->count));
   if (!whole || (max_norm_ratio_ <= 0 && !unscanned)) {
     mix(s, pos, span, in, out, false, false);
     return;

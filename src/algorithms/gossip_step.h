@@ -38,7 +38,8 @@ class GossipStep {
   // The model's values on a device: `in` (host memory, step()'s copy of device_in) is what is sent
   // and what the neighbours' chunks are screened against; the mix reads device_in and the chunks,
   // each uploaded once into a staging buffer of the device, and writes device_out. Nothing else
-  // crosses between host and device.
+  // crosses between host and device. With the bf16 wire `in` may be null: device_in is rounded
+  // on the device and only Q(x) comes down (half the bytes), sent and screened against.
   struct OnDevice {
     kernels::Backend* backend = nullptr;  // not a host backend; outlives the step
     const float* in = nullptr;
@@ -54,6 +55,7 @@ class GossipStep {
   double mix(InFlight& s, size_t pos, size_t span, const float* in, float* out, bool norm, bool check);
   const void* device_copy(InFlight& s, size_t k, size_t span);
   bool outlier(InFlight& s, size_t k, double ours);
+  double own_sum_squares(const float* in, size_t offset, size_t count) const;
   Transport* t_;  // owned by the peer's Node (or a test), outlives the step
   std::unique_ptr<kernels::Backend> host_ = kernels::make_cpu_backend();  // mixes host memory
   topology::Graph graph_;
@@ -65,6 +67,7 @@ class GossipStep {
   uint32_t tag_;
   std::vector<uint16_t> rounded_;  // bf16 wire: Q(in), sent zero-copy and released within step()
   std::vector<kernels::DeviceArray<float>> staging_;  // on a device: one chunk per in-neighbour
+  kernels::DeviceArray<float> device_rounded_;        // on a device, bf16 wire: Q(x), packed
 };
 
 // Σ v_i² (vectorised).

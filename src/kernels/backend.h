@@ -106,6 +106,9 @@ class Backend {
   virtual void scale(size_t n, float a, float* x) = 0;                 // x *= a
   // The gossip mix of one span (MixSpan); returns Σ src² when m.norm, else 0.
   virtual double mix_span(const MixSpan& m) = 0;
+  // out[i] = to_bf16(x[i]) (kernels/bf16.h, bit for bit), both in this backend's memory: a
+  // device's values rounded where they lie, so only half the bytes come down to be sent.
+  virtual void pack_bf16(const float* x, uint16_t* out, size_t n) = 0;
 
   // The layer graph's kernels (convolution, norms, attention, ...), or null when this backend has
   // none yet: then only the MLP trains on it (model::Network says so when it is built).

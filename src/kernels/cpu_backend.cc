@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/shared_memory.h"
+#include "kernels/bf16.h"
 
 namespace gossip::kernels {
 
@@ -37,6 +38,7 @@ void CpuBackend::download(void* host_dst, const void* src, size_t bytes) {
   if (bytes) std::memcpy(host_dst, src, bytes);
 }
 void CpuBackend::fill(float* p, float value, size_t n) { std::fill(p, p + n, value); }
+void CpuBackend::pack_bf16(const float* x, uint16_t* out, size_t n) { to_bf16(x, out, n); }
 
 void CpuBackend::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
                       const float* b, float beta, float* c) {

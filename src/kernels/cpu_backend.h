@@ -34,6 +34,7 @@ class CpuBackend final : public Backend {
   void axpy(size_t n, float a, const float* x, float* y) override;
   void scale(size_t n, float a, float* x) override;
   double mix_span(const MixSpan& m) override;  // kernels/cpu_mix.cc
+  void pack_bf16(const float* x, uint16_t* out, size_t n) override;
   LayerKernels* layers() override { return &layers_; }
 
  private:

@@ -120,9 +120,7 @@ template <bool kNorm, bool kCheck, bool kBf16>
 GOSSIP_TARGET_AVX2 double mix_avx2(const MixSpan& m) {
   return mix_body<kNorm, kCheck, kBf16>(m);
 }
-#endif
 
-#if defined(__x86_64__)
 // 8 of a neighbour's values, loaded once: the empty asm tells the compiler the register may hold
 // anything after it, so the scan and the mix both use this one load (or a spill of it) and no
 // second read of the region can take its place.

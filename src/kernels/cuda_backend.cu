@@ -175,6 +175,11 @@ class CudaBackend final : public Backend {
     return m.norm ? norm : 0;
   }
 
+  void pack_bf16(const float* x, uint16_t* out, size_t n) override {
+    cuda::pack_bf16(x, out, n, stream());
+    check_launch();
+  }
+
   LayerKernels* layers() override { return layers_.get(); }
 
   ~CudaBackend() override {

@@ -114,6 +114,11 @@ __device__ float round_bf16(float f) {
   return __uint_as_float(((nan ? u | 0x00400000u : rounded) >> 16) << 16);
 }
 
+__global__ void pack_bf16_kernel(const float* x, uint16_t* out, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    out[i] = static_cast<uint16_t>(__float_as_uint(round_bf16(x[i])) >> 16);
+}
+
 __device__ float load_value(const void* values, size_t i, bool bf16) {
   if (bf16) return __uint_as_float(unsigned(static_cast<const unsigned short*>(values)[i]) << 16);
   return static_cast<const float*>(values)[i];
@@ -156,6 +161,10 @@ __global__ void mix_kernel(const float* src, float* dst, size_t n, float self, f
 }
 
 }  // namespace
+
+void pack_bf16(const float* x, uint16_t* out, size_t n, cudaStream_t s) {
+  if (n) pack_bf16_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, out, n);
+}
 
 unsigned mix_blocks(size_t n) { return blocks_for(n) < kMixBlocks ? blocks_for(n) : kMixBlocks; }
 

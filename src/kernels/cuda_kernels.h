@@ -30,6 +30,9 @@ void adamw_update(float* w, const float* g, float* m, float* v, size_t n, float 
                   float decay, float step_size, float bias2_root, cudaStream_t stream);
 void axpy(size_t n, float a, const float* x, float* y, cudaStream_t stream);
 
+// out[i] = bf16 of x[i], rounded as kernels/bf16.h's to_bf16 (bit for bit).
+void pack_bf16(const float* x, uint16_t* out, size_t n, cudaStream_t stream);
+
 // The gossip mix (Backend::mix_span) in launches of up to kMixBatch neighbours each.
 constexpr int kMixBatch = 8;
 struct MixBatch {

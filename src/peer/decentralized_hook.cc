@@ -164,29 +164,25 @@ float* DecentralizedHook::make_spare(model::Model& model) {
 
 void DecentralizedHook::mix(int64_t step, model::Model& model) {
   if (diloco_ && (step + 1) % algo_.inner_steps != 0) return;  // an inner step: nothing to exchange
+  const int h = algo_.global_average_every;
+  const bool global = h > 0 && (step + 1) % h == 0;
+  if (gossip_ && !diloco_ && !global && !model.backend().is_host()) {
+    device_gossip(step, model);
+    return;
+  }
   float* x = host_params(model);
   if (diloco_) {
     outer_step(step, x);
     store_params(model);
     return;
   }
-  const int h = algo_.global_average_every;
-  if (h > 0 && (step + 1) % h == 0) {
+  if (global) {
     global_average(x);
   } else if (gossip_) {
-    if (model.backend().is_host()) {
-      // Mix into the spare buffer, then let the model adopt it (no copy, but for a caller's buffer).
-      if (spare_.size() != floats_) x = make_spare(model);
-      gossip_->step(static_cast<uint64_t>(step), x, spare_.get());
-      model.adopt_params(spare_);
-    } else {
-      // On the device: x (downloaded once) is sent and screens the chunks; the mix runs on the
-      // device into the spare, which the model adopts: nothing to upload but the chunks.
-      if (spare_.size() != floats_) spare_ = kernels::DeviceArray<float>(model.backend(), floats_);
-      gossip_->step(static_cast<uint64_t>(step), x, GossipStep::OnDevice{&model.backend(), model.params(), spare_.get()});
-      model.adopt_params(spare_);
-      return;
-    }
+    // Mix into the spare buffer, then let the model adopt it (no copy, but for a caller's buffer).
+    if (spare_.size() != floats_) x = make_spare(model);
+    gossip_->step(static_cast<uint64_t>(step), x, spare_.get());
+    model.adopt_params(spare_);
   } else if (choco_) {
     choco_->step(static_cast<uint64_t>(step), x);
   } else if (push_sum_) {
@@ -194,6 +190,16 @@ void DecentralizedHook::mix(int64_t step, model::Model& model) {
     push_sum_->step(static_cast<uint64_t>(step), x);
   }
   store_params(model);
+}
+
+// A gossip round of a model on a device: the values come down once (with the bf16 wire only
+// their rounding, half the bytes), are sent and screen the chunks; the mix runs on the device
+// into the spare, which the model adopts: nothing goes up but the received chunks.
+void DecentralizedHook::device_gossip(int64_t step, model::Model& model) {
+  if (spare_.size() != floats_) spare_ = kernels::DeviceArray<float>(model.backend(), floats_);
+  const float* x = algo_.wire == Dtype::kBf16 ? nullptr : host_params(model);
+  gossip_->step(static_cast<uint64_t>(step), x, GossipStep::OnDevice{&model.backend(), model.params(), spare_.get()});
+  model.adopt_params(spare_);
 }
 
 void DecentralizedHook::after_step(int64_t step, model::Model& model) {

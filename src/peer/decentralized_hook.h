@@ -74,6 +74,7 @@ class DecentralizedHook final : public StepHook {
   void log_consensus(int64_t step, const Consensus& c);
   void publish_members();  // "consensus step S xi Ξ rel Ξ/‖x̄‖²"
   void mix(int64_t step, model::Model& model);
+  void device_gossip(int64_t step, model::Model& model);  // mix's gossip round for a model on a device
   // The gradient ← the tracker of the peers' average gradient (one round of its gossip).
   void track_gradient(int64_t step, model::Model& model);
   // Before CHOCO's first round of a run: when every peer holds the very same model, the public
@@ -116,8 +117,7 @@ class DecentralizedHook final : public StepHook {
   int64_t total_steps_ = 0;
   bool reshard_ = false;
   std::vector<float> host_;      // host copy of the parameters for device backends
-  std::vector<float> host_out_;  // gossip output for device backends
-  kernels::DeviceArray<float> spare_;  // host backends: the buffer a gossip step mixes into
+  kernels::DeviceArray<float> spare_;  // the buffer a gossip step mixes into (the model adopts it)
   std::vector<float> scratch_;  // x̄ for the consensus distance
   // The last progress line measured Ξ at the last step, so scratch_ holds the final average
   // (valid until a view change): finish() takes it instead of averaging again.
