@@ -147,12 +147,7 @@ void GossipStep::run(uint64_t round, const float* in, float* out, const OnDevice
 // Q(x) down, from those.
 double GossipStep::own_sum_squares(const float* in, size_t offset, size_t count) const {
   if (in) return sum_squares(in + offset, count);
-  double total = 0;
-  for (size_t i = offset; i < offset + count; ++i) {
-    const double v = kernels::from_bf16(rounded_[i]);
-    total += v * v;
-  }
-  return total;
+  return payload_scan(rounded_.data() + offset, count * sizeof(uint16_t), Dtype::kBf16).sum_squares;
 }
 
 // An outlier chunk (norm far beyond ours over the same floats) is treated like a NaN chunk: true
@@ -234,7 +229,7 @@ double GossipStep::mix(InFlight& s, size_t pos, size_t span, const float* in, fl
   const bool bf16 = wire_ == Dtype::kBf16;
   for (size_t k = 0; k < s.current.size(); ++k) {
     const InMessage& m = *s.current[k];
-    const size_t at = s.used[k] * (bf16 ? sizeof(uint16_t) : sizeof(float));
+    const size_t at = s.used[k] * element_bytes(wire_);
     s.values[k] = !m.finite ? nullptr : s.device ? device_copy(s, k, span) : reinterpret_cast<const char*>(m.data) + at;
   }
   kernels::MixSpan m;
@@ -262,7 +257,7 @@ double GossipStep::mix(InFlight& s, size_t pos, size_t span, const float* in, fl
 // current[k]'s next `span` values uploaded into the device's staging buffer for neighbour k.
 const void* GossipStep::device_copy(InFlight& s, size_t k, size_t span) {
   const InMessage& m = *s.current[k];
-  const size_t value_bytes = wire_ == Dtype::kBf16 ? sizeof(uint16_t) : sizeof(float);
+  const size_t value_bytes = element_bytes(wire_);
   const size_t floats = (span * value_bytes + sizeof(float) - 1) / sizeof(float);
   if (staging_[k].size() < floats) staging_[k] = kernels::DeviceArray<float>(*s.device->backend, floats);
   s.device->backend->upload(staging_[k].get(), reinterpret_cast<const char*>(m.data) + s.used[k] * value_bytes,

@@ -29,6 +29,7 @@ void sgd_update(float* w, const float* g, float* v, size_t n, float lr, float mo
 void adamw_update(float* w, const float* g, float* m, float* v, size_t n, float beta1, float beta2, float eps,
                   float decay, float step_size, float bias2_root, cudaStream_t stream);
 void axpy(size_t n, float a, const float* x, float* y, cudaStream_t stream);
+void scale(size_t n, float a, float* x, cudaStream_t stream);
 
 // out[i] = bf16 of x[i], rounded as kernels/bf16.h's to_bf16 (bit for bit).
 void pack_bf16(const float* x, uint16_t* out, size_t n, cudaStream_t stream);
@@ -49,6 +50,5 @@ unsigned mix_blocks(size_t n);
 // at [b·(kMixBatch + 1) + kMixBatch], and bad[b·kMixBatch + k] non-zero when a v_k was NaN or ±Inf.
 void mix_span(const float* src, float* dst, size_t n, float self, float rest, bool bf16, bool accumulate,
               const MixBatch& batch, float* partials, unsigned* bad, cudaStream_t stream);
-void scale(size_t n, float a, float* x, cudaStream_t stream);
 
 }  // namespace gossip::kernels::cuda
