@@ -63,7 +63,7 @@ if [[ ${1:-} == bundle ]]; then
   out=.gpu-deps/bundle
   rm -rf "$out" && mkdir -p "$out/bin" "$out/lib"
   trap 'rm -rf "$out"' EXIT
-  targets=(cuda_backend_test cuda_layers_test network_test mlp_test train_bench gossip-peer gossip-launch)
+  targets=(cuda_backend_test cuda_exchange_test cuda_layers_test network_test mlp_test train_bench gossip-peer gossip-launch)
   for t in "${targets[@]}"; do cp build/bin/$t "$out/bin/"; done
   ldd build/bin/gossip-peer build/bin/cuda_layers_test | awk '$3 ~ /^\// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libdl|libpthread|librt|libresolv|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/cuda' |
@@ -107,15 +107,15 @@ else
   fi
   cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DGOSSIP_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" \
     "${cmake_args[@]}" >/dev/null
-  cmake --build build-cuda -j "$jobs" --target cuda_backend_test cuda_layers_test network_test mlp_test train_bench gossip-peer gossip-launch \
+  cmake --build build-cuda -j "$jobs" --target cuda_backend_test cuda_exchange_test cuda_layers_test network_test mlp_test train_bench gossip-peer gossip-launch \
     >/dev/null
   bin=build-cuda/bin
 fi
 
 echo "== GPU tests"
-for t in cuda_backend_test cuda_layers_test mlp_test network_test; do
+for t in cuda_backend_test cuda_exchange_test cuda_layers_test mlp_test network_test; do
   filter='*'
-  [[ $t == *_backend_test || $t == *_layers_test ]] || filter='*Cuda*'
+  [[ $t == *_backend_test || $t == *_exchange_test || $t == *_layers_test ]] || filter='*Cuda*'
   out=$("$bin/$t" --gtest_filter="$filter" 2>&1) || { echo "$out" | grep -E "Failure|FAILED|rror" | head -n 40 || true; fail "$t"; }
   echo "$t: $(echo "$out" | grep -E "^\[  (PASSED|SKIPPED|FAILED) +\] [0-9]+ tests?" | tr '\n' ' ')"
   grep -q "no CUDA device answers" <<< "$out" && fail "$t skipped: no CUDA device answers on this machine"

@@ -1,8 +1,12 @@
 // Local training throughput of one peer (no communication): forward + backward + optimiser step
-// of a model on pre-generated random batches, with a fixed number of BLAS threads. Prints one
+// of a model on pre-generated random batches, with a fixed number of BLAS threads, as the peer
+// trains: rows gathered in the backend's memory (model::DeviceRows; a GPT's tokens come from the
+// host, as the text source's do) and the loss summed there (read once at the end). Prints one
 // line: "gossip <model> batch <b> threads <t> samples/s <x>" (a GPT adds "tokens/s <y>"; a device
 // backend adds its host<->device MB per step).
 #include <chrono>
+#include <cmath>
+#include <memory>
 #include <cstdio>
 #include <random>
 #include <sstream>
@@ -11,6 +15,8 @@
 #include "common/error.h"
 #include "common/flags.h"
 #include "kernels/backend.h"
+#include "model/dataset.h"
+#include "model/device_rows.h"
 #include "model/optimizer.h"
 #include "model/presets.h"
 
@@ -66,6 +72,7 @@ int run(int argc, char** argv) {
   auto backend = gossip::kernels::make_backend(flags.get_string("device"));
   auto model = gossip::model::make_model(config, *backend, in, batch);
   model->init(1);
+  model->set_loss_tally(true);
   gossip::model::OptimizerConfig oc;  // SGD with momentum 0.9; AdamW for the GPT
   if (gpt) oc.kind = gossip::model::OptimizerKind::kAdamW;
   auto optimizer = gossip::model::make_optimizer(*model, oc);
@@ -83,9 +90,25 @@ int run(int argc, char** argv) {
     }
     for (size_t i = 0; i < batch * per_row; ++i) labels[b].push_back(int32_t(rng() % (gpt ? 256 : in.classes)));
   }
+  // The image and feature rows as a data set in the backend's memory, batch b its rows b·batch..
+  gossip::model::Dataset rows;
+  std::unique_ptr<gossip::model::DeviceRows> on_backend;
+  std::vector<int32_t> row_ids(size_t(kBatches) * batch);
+  if (!gpt) {
+    rows.rows = kBatches * batch, rows.cols = int(features), rows.classes = in.classes;
+    for (int b = 0; b < kBatches; ++b) {
+      rows.floats.insert(rows.floats.end(), xs[b].begin(), xs[b].end());
+      rows.y.insert(rows.y.end(), labels[b].begin(), labels[b].end());
+    }
+    for (size_t i = 0; i < row_ids.size(); ++i) row_ids[i] = int32_t(i);
+    on_backend = std::make_unique<gossip::model::DeviceRows>(*backend, rows);
+  }
   auto step = [&](int i) {
     const int b = i % kBatches;
-    model->train_batch({gpt ? nullptr : xs[b].data(), gpt ? tokens[b].data() : nullptr, labels[b].data(), batch});
+    if (gpt)
+      model->train_batch({nullptr, tokens[b].data(), labels[b].data(), batch});
+    else
+      model->train_batch(on_backend->gather(row_ids.data() + size_t(b) * batch, batch));
     optimizer->step(gpt ? 1e-4 : 0.01);
   };
   for (int i = 0; i < std::min(20, steps); ++i) step(i);  // warm-up
@@ -93,7 +116,9 @@ int run(int argc, char** argv) {
   const gossip::kernels::TransferStats before = backend->transfers();
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) step(i);
+  const gossip::kernels::LossTally loss = backend->take_tally();  // (waits for the last step)
   backend->synchronize();
+  if (!std::isfinite(loss.loss_sum)) throw gossip::Error("train_bench", "the training loss is not finite");
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string name = config.kind == gossip::model::ModelKind::kMlp ? flags.get_string("dims") : flags.get_string("model");
   std::printf("gossip %s batch %d threads %s samples/s %.0f", name.c_str(), batch, flags.get_string("threads").c_str(),

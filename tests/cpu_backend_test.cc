@@ -198,6 +198,47 @@ TEST(CpuBackend, AxpyScaleFillCopy) {
   be.fill(y.data(), 4.0f, 3);
   EXPECT_EQ(y, (std::vector<float>{4, 4, 4}));
   be.axpy(0, 1.0f, nullptr, nullptr);  // size 0 is a no-op
+  be.copy_bytes(y.data(), x.data(), 2 * sizeof(float));
+  EXPECT_EQ(y, (std::vector<float>{1, 2, 4}));
+}
+
+// gather_rows: picked rows (repeats allowed) through the byte value table, or as floats, and
+// their labels.
+TEST(CpuBackend, GatherRowsFromBytesAndFloats) {
+  CpuBackend be;
+  const std::vector<uint8_t> bytes{0, 1, 2, 3, 4, 5, 255, 254, 253};  // 3 rows of 3
+  std::vector<float> table(256);
+  for (int v = 0; v < 256; ++v) table[v] = float(v) * 0.5f - 1.0f;
+  const std::vector<float> floats{1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const std::vector<int32_t> labels{7, 8, 9}, rows{2, 0, 2};
+  std::vector<float> x(9, -5);
+  std::vector<int32_t> y(3, -1);
+  RowGather g;
+  g.bytes = bytes.data(), g.table = table.data(), g.labels = labels.data(), g.cols = 3;
+  g.rows = rows.data(), g.count = 3, g.x = x.data(), g.y = y.data();
+  be.gather_rows(g);
+  EXPECT_EQ(x, (std::vector<float>{126.5f, 126, 125.5f, -1, -0.5f, 0, 126.5f, 126, 125.5f}));
+  EXPECT_EQ(y, (std::vector<int32_t>{9, 7, 9}));
+  g.bytes = nullptr, g.floats = floats.data(), g.count = 2;
+  be.gather_rows(g);
+  EXPECT_EQ(x, (std::vector<float>{7, 8, 9, 1, 2, 3, 126.5f, 126, 125.5f})) << "two rows only";
+}
+
+// The tally holds the sum of the batches' LossResults and is read once.
+TEST(CpuBackend, LossTallyAddsWhatSoftmaxXentReturns) {
+  CpuBackend be;
+  const std::vector<float> z{1, 2, 0.5f, -1, 3, 0};
+  const std::vector<int32_t> y{1, 0};
+  std::vector<float> d1(6), d2(6);
+  const LossResult r = be.softmax_xent(z.data(), y.data(), 2, 3, d1.data(), 0.5f, 0.1f);
+  be.tally_softmax_xent(z.data(), y.data(), 2, 3, d2.data(), 0.5f, 0.1f);
+  be.tally_softmax_xent(z.data(), y.data(), 2, 3, d2.data(), 0.5f, 0.1f);
+  EXPECT_EQ(d1, d2);
+  const LossTally t = be.take_tally();
+  EXPECT_EQ(t.loss_sum, 2.0 * r.loss_sum);
+  EXPECT_EQ(t.correct, 2 * r.correct);
+  EXPECT_EQ(r.correct, 1);
+  EXPECT_EQ(be.take_tally().correct, 0);
 }
 
 TEST(CpuBackend, DeviceArrayIsMoveOnlyAndAligned) {

@@ -11,25 +11,18 @@
 
 #include "kernels/backend.h"
 #include "kernels/bf16.h"
+#include "spread_values.h"
 
 namespace gossip::kernels {
 namespace {
 
-// Values of both signs spread over 2^-12..2^12, so products and sums round at every exponent.
-std::vector<float> random_values(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
-  std::uniform_int_distribution<int> exponent(-12, 12);
-  std::vector<float> v(n);
-  for (float& x : v) x = std::ldexp(mantissa(rng), exponent(rng));
-  return v;
-}
+using testing::spread_values;
 
 // A span of n values, our own and `degree` neighbours', with weights summing to one.
 struct Case {
-  Case(size_t n, size_t degree, uint64_t seed) : x(random_values(n, seed)), dst(n, -1.0f) {
+  Case(size_t n, size_t degree, uint64_t seed) : x(spread_values(n, seed)), dst(n, -1.0f) {
     for (size_t k = 0; k < degree; ++k) {
-      v.push_back(random_values(n, seed * 100 + k));
+      v.push_back(spread_values(n, seed * 100 + k));
       w.push_back(1.0f / float(degree + 1));
     }
     self = 1.0f / float(degree + 1);

@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
+#include "cuda_vs_cpu.h"
 #include "kernels/backend.h"
 #include "kernels/bf16.h"
 
@@ -26,35 +28,6 @@ TEST(CudaModule, LoadsWhereverTheBuildHasCuda) {
 #endif
 }
 
-class CudaVsCpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!cuda_device_available(&why)) GTEST_SKIP() << why;
-    gpu_ = make_backend("cuda");
-    cpu_ = make_backend("cpu");
-  }
-  std::vector<float> on_gpu(const std::vector<float>& host) {
-    bufs_.emplace_back(*gpu_, host.size());
-    gpu_->upload(bufs_.back().get(), host.data(), host.size() * 4);
-    return host;
-  }
-  float* last() { return bufs_.back().get(); }
-  std::vector<float> fetch(const float* p, size_t n) {
-    std::vector<float> h(n);
-    gpu_->download(h.data(), p, n * 4);
-    return h;
-  }
-  static std::vector<float> random(size_t n, uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<float> d;
-    std::vector<float> v(n);
-    for (float& x : v) x = d(rng);
-    return v;
-  }
-  std::unique_ptr<Backend> gpu_, cpu_;
-  std::vector<DeviceArray<float>> bufs_;
-};
 
 TEST_F(CudaVsCpu, GemmAllTransposes) {
   const int m = 33, n = 17, k = 65;
@@ -281,88 +254,68 @@ TEST_F(CudaVsCpu, ArithmeticOnLargeArrays) {
   EXPECT_NEAR(gpu_->norm2(dy, n), cpu_->norm2(y.data(), n), 1e-5 * cpu_->norm2(y.data(), n));
 }
 
-// The gossip mix (Backend::mix_span) gives the CPU reference's bits on the device, for f32 and
-// bf16 values, degrees up to two launches' worth, a neighbour left out and a NaN sent; the scans
-// and the norm agree to float rounding and name the same neighbour not finite.
-TEST_F(CudaVsCpu, GossipMixIsTheCpuMixBitForBit) {
-  const size_t n = 70001;
-  for (bool bf16 : {false, true})
-    for (size_t degree : {0, 1, 2, 3, 9, 17}) {
-      const auto x = random(n, 40 + degree);
-      std::vector<std::vector<float>> v;
-      std::vector<std::vector<uint16_t>> q;
-      std::vector<float> w;
-      for (size_t k = 0; k < degree; ++k) {
-        v.push_back(random(n, 60 + k));
-        q.emplace_back(n);
-        w.push_back(0.5f / float(degree));
-      }
-      if (degree > 0) v[0][n / 2] = std::numeric_limits<float>::quiet_NaN();
-      std::vector<uint16_t> own(n);
-      to_bf16(x.data(), own.data(), n);
-      std::vector<const void*> host_values, device_values;
-      on_gpu(x);
-      float* dx = last();
-      on_gpu(std::vector<float>(n, 0));
-      float* dy = last();
-      for (size_t k = 0; k < degree; ++k) {
-        to_bf16(v[k].data(), q[k].data(), n);
-        const void* h = bf16 ? static_cast<const void*>(q[k].data()) : v[k].data();
-        bufs_.emplace_back(*gpu_, n);
-        gpu_->upload(last(), h, n * (bf16 ? 2 : 4));
-        host_values.push_back(k == 1 ? nullptr : h);  // neighbour 1 left out
-        device_values.push_back(k == 1 ? nullptr : last());
-      }
-      std::vector<float> ref(n);
-      std::vector<ValueScan> cpu_scans(degree), gpu_scans(degree);
-      MixSpan m;
-      m.n = n;
-      m.self = 0.5f;
-      m.rest = 0.5f;
-      m.bf16 = bf16;
-      m.own = own.data();
-      m.degree = degree;
-      m.weights = w.data();
-      m.norm = true;
-      m.src = x.data(), m.dst = ref.data(), m.values = host_values.data(), m.scans = cpu_scans.data();
-      const double cpu_norm = cpu_->mix_span(m);
-      m.src = dx, m.dst = dy, m.values = device_values.data(), m.scans = gpu_scans.data();
-      const double gpu_norm = gpu_->mix_span(m);
-      const auto got = fetch(dy, n);
-      for (size_t i = 0; i < n; ++i) {
-        ASSERT_TRUE(std::isnan(ref[i]) ? std::isnan(got[i]) : got[i] == ref[i])
-            << "bf16 " << bf16 << " degree " << degree << " at " << i << ": " << got[i] << " vs " << ref[i];
-      }
-      EXPECT_NEAR(gpu_norm, cpu_norm, 1e-5 * cpu_norm);
-      for (size_t k = 0; k < degree; ++k) {
-        EXPECT_EQ(gpu_scans[k].finite, cpu_scans[k].finite) << "neighbour " << k;
-        if (cpu_scans[k].finite) {
-          EXPECT_NEAR(gpu_scans[k].sum_squares, cpu_scans[k].sum_squares, 1e-5 * cpu_scans[k].sum_squares) << k;
-        }
-      }
-      if (degree > 0) {
-        EXPECT_FALSE(gpu_scans[0].finite);
-      }
-    }
-}
-
-// bf16 packing on the device rounds as to_bf16 does, bit for bit: ties to even, NaN kept a NaN,
-// values beyond bf16's largest to ±Inf, subnormals.
-TEST_F(CudaVsCpu, PackBf16IsToBf16BitForBit) {
-  auto x = random(100003, 70);
-  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
-                            -std::numeric_limits<float>::infinity(), 3.4e38f, -3.4e38f, 1e-40f, 0.0f, -0.0f,
-                            1.00390625f /* a tie: 1 + 2^-8 */, 1.01171875f /* 1 + 3·2^-8 */};
-  for (size_t i = 0; i < std::size(specials); ++i) x[i * 997] = specials[i];
-  on_gpu(x);
+// The data path's kernels: gather_rows from bytes and from floats, copy_bytes, and the loss
+// tally (the sum of what softmax_xent returns, read once) against the CPU's.
+TEST_F(CudaVsCpu, GatherRowsCopyAndLossTallyAgreeWithTheCpu) {
+  const int data_rows = 3000, cols = 784, count = 128;
+  std::vector<uint8_t> bytes(size_t(data_rows) * cols);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>((i * 131 + 7) % 256);
+  std::vector<float> table(256), floats = random(size_t(data_rows) * cols, 90);
+  for (int v = 0; v < 256; ++v) table[v] = float(v) / 255.0f - 0.286f;
+  std::vector<int32_t> labels(data_rows), rows(count);
+  for (int r = 0; r < data_rows; ++r) labels[r] = r % 10;
+  for (int i = 0; i < count; ++i) rows[i] = (i * 7919) % data_rows;
+  DeviceArray<uint8_t> dbytes(*gpu_, bytes.size());
+  DeviceArray<int32_t> dlabels(*gpu_, labels.size()), drows(*gpu_, rows.size()), dy(*gpu_, count);
+  gpu_->upload(dbytes.get(), bytes.data(), bytes.size());
+  gpu_->upload(dlabels.get(), labels.data(), labels.size() * 4);
+  gpu_->upload(drows.get(), rows.data(), rows.size() * 4);
+  on_gpu(table);
+  float* dtable = last();
+  on_gpu(floats);
+  float* dfloats = last();
+  on_gpu(std::vector<float>(size_t(count) * cols));
   float* dx = last();
-  bufs_.emplace_back(*gpu_, (x.size() + 1) / 2);
-  auto* dq = reinterpret_cast<uint16_t*>(last());
-  gpu_->pack_bf16(dx, dq, x.size());
-  std::vector<uint16_t> got(x.size()), want(x.size());
-  gpu_->download(got.data(), dq, x.size() * 2);
-  cpu_->pack_bf16(x.data(), want.data(), x.size());
-  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], want[i]) << i << ": " << x[i];
+  for (bool from_bytes : {true, false}) {
+    std::vector<float> x(size_t(count) * cols);
+    std::vector<int32_t> y(count), got_y(count);
+    RowGather g;
+    g.bytes = from_bytes ? bytes.data() : nullptr, g.table = table.data(), g.floats = floats.data();
+    g.labels = labels.data(), g.cols = cols, g.rows = rows.data(), g.count = count, g.x = x.data(), g.y = y.data();
+    cpu_->gather_rows(g);
+    g.bytes = from_bytes ? dbytes.get() : nullptr, g.table = dtable, g.floats = dfloats;
+    g.labels = dlabels.get(), g.rows = drows.get(), g.x = dx, g.y = dy.get();
+    gpu_->gather_rows(g);
+    EXPECT_EQ(fetch(dx, x.size()), x) << "from bytes " << from_bytes;
+    gpu_->download(got_y.data(), dy.get(), count * 4);
+    EXPECT_EQ(got_y, y);
+  }
+  on_gpu(std::vector<float>(size_t(count) * cols));
+  gpu_->copy_bytes(last(), dx, size_t(count) * cols * 4);
+  EXPECT_EQ(fetch(last(), size_t(count) * cols), fetch(dx, size_t(count) * cols));
+
+  const int classes = 10;
+  auto z = random(size_t(count) * classes, 91);
+  z[5] = std::numeric_limits<float>::quiet_NaN();
+  on_gpu(z);
+  float* dz = last();
+  on_gpu(std::vector<float>(z.size()));
+  float* dd = last();
+  std::vector<float> dref(z.size());
+  const LossResult one = cpu_->softmax_xent(z.data(), labels.data(), count, classes, dref.data(), 0.5f, 0.0f);
+  const LossResult clean = cpu_->softmax_xent(z.data() + classes, labels.data() + 1, count - 1, classes, dref.data(),
+                                              0.5f, 0.0f);
+  gpu_->take_tally();
+  gpu_->tally_softmax_xent(dz + classes, dlabels.get() + 1, count - 1, classes, dd, 0.5f, 0.0f);
+  gpu_->tally_softmax_xent(dz + classes, dlabels.get() + 1, count - 1, classes, dd, 0.5f, 0.0f);
+  LossTally t = gpu_->take_tally();
+  EXPECT_NEAR(t.loss_sum, 2.0 * clean.loss_sum, 1e-4 * std::abs(clean.loss_sum));
+  EXPECT_EQ(t.correct, 2 * clean.correct);
+  EXPECT_EQ(gpu_->take_tally().correct, 0) << "read once";
+  gpu_->tally_softmax_xent(dz, dlabels.get(), count, classes, dd, 0.5f, 0.0f);
+  t = gpu_->take_tally();
+  EXPECT_TRUE(std::isnan(one.loss_sum));
+  EXPECT_TRUE(std::isnan(t.loss_sum)) << "a NaN logit reaches the tally";
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "counting_device_backend.h"
 #include "kernels/backend.h"
 #include "model/model.h"
 #include "peer/config.h"
@@ -19,56 +20,7 @@
 namespace gossip::peer {
 namespace {
 
-// The CPU backend's kernels behind is_host() == false, counting upload() and download().
-class CountingDeviceBackend final : public kernels::Backend {
- public:
-  std::string name() const override { return "counting-device"; }
-  bool is_host() const override { return false; }
-  void* alloc_bytes(size_t bytes) override { return cpu_->alloc_bytes(bytes); }
-  void free_bytes(void* p) noexcept override { cpu_->free_bytes(p); }
-  void upload(void* dst, const void* src, size_t bytes) override {
-    stats_.host_to_device += bytes;
-    cpu_->upload(dst, src, bytes);
-  }
-  void download(void* dst, const void* src, size_t bytes) override {
-    stats_.device_to_host += bytes;
-    cpu_->download(dst, src, bytes);
-  }
-  void fill(float* p, float v, size_t n) override { cpu_->fill(p, v, n); }
-  void synchronize() override {}
-  kernels::TransferStats transfers() const override { return stats_; }
-  void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, const float* b, float beta,
-            float* c) override {
-    cpu_->gemm(ta, tb, m, n, k, alpha, a, b, beta, c);
-  }
-  void bias_act_forward(float* y, const float* b, int r, int c, bool relu) override { cpu_->bias_act_forward(y, b, r, c, relu); }
-  void relu_backward(float* dy, const float* y, size_t n) override { cpu_->relu_backward(dy, y, n); }
-  void column_sum(const float* dy, float* db, int r, int c) override { cpu_->column_sum(dy, db, r, c); }
-  kernels::LossResult softmax_xent(const float* z, const int32_t* l, int r, int c, float* dz, float s,
-                                   float smoothing) override {
-    return cpu_->softmax_xent(z, l, r, c, dz, s, smoothing);
-  }
-  void sgd_update(float* w, const float* g, float* v, size_t n, float lr, float mu, float wd, bool nesterov) override {
-    cpu_->sgd_update(w, g, v, n, lr, mu, wd, nesterov);
-  }
-  void adamw_update(float* w, const float* g, float* m, float* v, size_t n, const kernels::AdamWStep& s) override {
-    cpu_->adamw_update(w, g, m, v, n, s);
-  }
-  double norm2(const float* x, size_t n) override { return cpu_->norm2(x, n); }
-  void axpy(size_t n, float a, const float* x, float* y) override { cpu_->axpy(n, a, x, y); }
-  void scale(size_t n, float a, float* x) override { cpu_->scale(n, a, x); }
-  double mix_span(const kernels::MixSpan& m) override {
-    ++mixes_;
-    return cpu_->mix_span(m);
-  }
-  int mixes() const { return mixes_; }
-  void pack_bf16(const float* x, uint16_t* out, size_t n) override { cpu_->pack_bf16(x, out, n); }
-
- private:
-  std::unique_ptr<kernels::Backend> cpu_ = kernels::make_cpu_backend();
-  kernels::TransferStats stats_;
-  int mixes_ = 0;
-};
+using testing::CountingDeviceBackend;
 
 // Only a parameter buffer in that backend's memory.
 class DeviceBufferModel final : public model::Model {
@@ -162,6 +114,64 @@ TEST(DecentralizedHook, DeviceModelOnARingUploadsBothNeighboursChunksAndNothingE
 // wire's mix must land on the same values.
 TEST(DecentralizedHook, DeviceModelWithTheBf16WireMovesHalfTheBytes) {
   run_device_rounds("one_peer_exponential", 1, "bf16");
+}
+
+// Push-sum with device models: the numerator lives on the device and the backend's kernels split
+// and fold it; a round downloads each out-neighbour's share once (one, on SGP's one-peer graph)
+// and uploads each received message once, nothing else. The models are the column-stochastic
+// mix (in double) de-biased: x / w.
+TEST(DecentralizedHook, DevicePushSumDownloadsOneShareAndUploadsOneMessagePerRound) {
+  const int n = 4, rounds = 3;
+  const size_t floats = 50000;
+  const RunConfig cfg = parse_config(
+      "peers: {count: 4}\ntopology: push_sum_one_peer_exponential\nalgorithm: {kind: push_sum, overlap: false}\n",
+      "hook.yaml");
+  auto start = [&](int r) {
+    std::vector<float> x(floats);
+    for (size_t i = 0; i < floats; ++i) x[i] = static_cast<float>((r + 1) * (i % 5) - r);
+    return x;
+  };
+  std::vector<std::vector<double>> x(n);
+  std::vector<double> w(n, 1.0);
+  for (int r = 0; r < n; ++r) {
+    const std::vector<float> s = start(r);
+    x[r].assign(s.begin(), s.end());
+  }
+  for (int k = 0; k < rounds; ++k) {
+    std::vector<std::vector<double>> nx(n, std::vector<double>(floats, 0.0));
+    std::vector<double> nw(n, 0.0);
+    for (int r = 0; r < n; ++r) {
+      const topology::Neighbours nb = topology::neighbours(cfg.topology, n, r, k);
+      std::vector<std::pair<int, double>> to{{r, nb.self_weight}};
+      for (const topology::Link& l : nb.out) to.emplace_back(l.peer, l.weight);
+      for (auto [peer, p] : to) {
+        nw[peer] += p * w[r];
+        for (size_t i = 0; i < floats; ++i) nx[peer][i] += p * x[r][i];
+      }
+    }
+    x = std::move(nx);
+    w = nw;
+  }
+  testing::run_peers(n, [&](int r, Transport& t) {
+    CountingDeviceBackend backend;
+    DeviceBufferModel model(backend, start(r));
+    DecentralizedHook hook(cfg, t, floats);
+    for (int step = 0; step < rounds; ++step) {
+      hook.before_step(step, model);
+      hook.after_step(step, model);
+    }
+    const kernels::TransferStats moved = backend.transfers();
+    const uint64_t bytes = floats * sizeof(float) * rounds;
+    EXPECT_EQ(moved.device_to_host, bytes) << "peer " << r << ": one share down per round";
+    EXPECT_EQ(moved.host_to_device - floats * sizeof(float), bytes)  // (the model's own first upload)
+        << "peer " << r << ": one message up per round";
+    EXPECT_EQ(backend.splits(), rounds) << "peer " << r << ": the split runs in the device backend";
+    const std::vector<float> got = model.download_params();
+    for (size_t i = 0; i < floats; i += 97) {
+      const double want = x[r][i] / w[r];
+      ASSERT_NEAR(got[i], want, 1e-5 * (1 + std::abs(want))) << r << " " << i;
+    }
+  });
 }
 
 }  // namespace

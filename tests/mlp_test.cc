@@ -153,5 +153,41 @@ TEST(Mlp, CudaTrainingMatchesCpu) {
   for (size_t i = 0; i < cpu.size(); ++i) ASSERT_NEAR(cpu[i], gpu[i], 1e-3) << i;
 }
 
+// With set_loss_tally a training pass returns the count only and its loss sum and hits go to the
+// backend's tally, the same figures a plain pass returns; the gradient is the same; evaluation
+// still returns its loss.
+TEST(Mlp, LossTallyHoldsWhatTheStepsWouldHaveReturned) {
+  auto plain_be = kernels::make_cpu_backend(), tally_be = kernels::make_cpu_backend();
+  Mlp plain(*plain_be, {8, 6, 3}, 16), tallied(*tally_be, {8, 6, 3}, 16);
+  plain.init(5);
+  tallied.init(5);
+  tallied.set_loss_tally(true);
+  double loss = 0;
+  int64_t correct = 0;
+  for (int k = 0; k < 3; ++k) {
+    const Batch b = random_batch(16, 8, 3, 20 + k);
+    const BatchStats p = plain.train_batch(b.x.data(), b.y.data(), 16);
+    const BatchStats t = tallied.train_batch(b.x.data(), b.y.data(), 16);
+    EXPECT_FALSE(p.tallied);
+    EXPECT_TRUE(t.tallied);
+    EXPECT_EQ(t.loss_sum, 0);
+    EXPECT_EQ(t.count, 16);
+    loss += p.loss_sum;
+    correct += p.correct;
+    std::vector<float> gp(plain.num_params()), gt(tallied.num_params());
+    plain_be->download(gp.data(), plain.grads(), gp.size() * 4);
+    tally_be->download(gt.data(), tallied.grads(), gt.size() * 4);
+    EXPECT_EQ(gp, gt);
+  }
+  const kernels::LossTally tally = tally_be->take_tally();
+  EXPECT_GT(loss, 0);
+  EXPECT_EQ(tally.loss_sum, loss);
+  EXPECT_EQ(tally.correct, correct);
+  EXPECT_EQ(tally_be->take_tally().loss_sum, 0) << "read once";
+  const Batch e = random_batch(16, 8, 3, 40);
+  EXPECT_GT(tallied.evaluate(e.x.data(), e.y.data(), 16).loss_sum, 0);
+  EXPECT_EQ(tally_be->take_tally().loss_sum, 0) << "evaluation does not tally";
+}
+
 }  // namespace
 }  // namespace gossip::model

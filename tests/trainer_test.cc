@@ -4,6 +4,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <string>
+
+#include "common/error.h"
 
 namespace gossip::peer {
 namespace {
@@ -125,6 +128,23 @@ TEST(Trainer, MissingTextFileNamesIt) {
     FAIL();
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/story.txt"), std::string::npos) << e.what();
+  }
+}
+
+// A diverging run stops at the next progress line with an error that names the loss, the steps
+// it was taken over and what to do: the loss is summed where the model lies and read there.
+TEST(Trainer, DivergingLossStopsTheRunNamingTheSteps) {
+  RunConfig c = synthetic_config("{lr: 1000, momentum: 0.9, batch: 32, epochs: 2}");
+  c.log_every = 20;
+  Trainer t(c, 0, 1, nullptr);
+  try {
+    t.run();
+    FAIL() << "the run went on with a diverged model";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("training loss became"), std::string::npos) << what;
+    EXPECT_NE(what.find("in steps "), std::string::npos) << what;
+    EXPECT_NE(what.find("..20 (lower the learning rate)"), std::string::npos) << what;
   }
 }
 

@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "kernels/bf16.h"
 
 namespace gossip::peer {
 
@@ -18,10 +17,19 @@ PushSumStep::PushSumStep(Transport& transport, topology::Graph graph, size_t flo
       overlap_(overlap),
       max_staleness_(max_staleness),
       wire_(wire),
-      x_(floats, 0.0f) {}
+      x_(*host_, floats) {
+  host_->fill(x_.get(), 0.0f, floats_);
+}
 
-void PushSumStep::init(const float* z) {
-  std::copy(z, z + floats_, x_.begin());
+void PushSumStep::init(const float* z, kernels::Backend* device) {
+  kernels::Backend* where = device && !device->is_host() ? device : host_.get();
+  if (where != backend_) {
+    backend_ = where;
+    x_ = kernels::DeviceArray<float>(*backend_, floats_);
+    device_shares_.clear();
+    staging_ = on_device() ? kernels::DeviceArray<float>(*backend_, floats_) : kernels::DeviceArray<float>();
+  }
+  backend_->scale_copy(floats_, 1.0f, z, x_.get());
   w_ = 1.0;
   drain_discard();
 }
@@ -54,30 +62,37 @@ void PushSumStep::fold_arrived() {
       fold({next, sender});
 }
 
-void PushSumStep::set_state(const float* x, double w) {
-  std::copy(x, x + floats_, x_.begin());
+void PushSumStep::set_state(const float* host_x, double w) {
+  backend_->upload(x_.get(), host_x, floats_ * sizeof(float));
   w_ = w;
 }
 
-void PushSumStep::write_model(float* z) const {
-  const float inv = static_cast<float>(1.0 / w_);
-  for (size_t i = 0; i < floats_; ++i) z[i] = x_[i] * inv;
+std::vector<float> PushSumStep::numerator() const {
+  std::vector<float> x(floats_);
+  backend_->download(x.data(), x_.get(), floats_ * sizeof(float));
+  return x;
+}
+
+void PushSumStep::write_model(float* z) { backend_->scale_copy(floats_, static_cast<float>(1.0 / w_), x_.get(), z); }
+
+// Folds one chunk of a message into the numerator (on a device: uploaded into the staging buffer
+// first, at its own offset; the stream orders it after the previous chunk's fold).
+void PushSumStep::add_chunk(const InMessage& m) {
+  const bool bf16 = wire_ == Dtype::kBf16;
+  const void* values = m.data;
+  if (on_device()) {
+    void* stage = reinterpret_cast<char*>(staging_.get()) + m.header.offset * element_bytes(wire_);
+    backend_->upload(stage, m.data, m.bytes());
+    values = stage;
+  }
+  backend_->accumulate(x_.get() + m.header.offset, values, m.count, bf16);
 }
 
 void PushSumStep::fold(const Expected& e) {
   // A message with NaN/Inf chunks is reported and its bad chunks are left out (their share of
   // mass is lost for those coordinates, which beats poisoning every peer downstream).
   const VectorRef ref{MessageKind::kPushSum, e.round, 0, wire_};
-  w_ += receive_vector(*t_, e.sender, ref, 0, floats_, timeout_s_, [this](const InMessage& m) {
-          float* __restrict dst = x_.data() + m.header.offset;
-          if (wire_ == Dtype::kBf16) {
-            const uint16_t* __restrict v = m.bf16();
-            for (size_t k = 0; k < m.count; ++k) dst[k] += kernels::from_bf16(v[k]);
-          } else {
-            const float* __restrict v = m.data;
-            for (size_t k = 0; k < m.count; ++k) dst[k] += v[k];
-          }
-        }).weight;
+  w_ += receive_vector(*t_, e.sender, ref, 0, floats_, timeout_s_, [this](const InMessage& m) { add_chunk(m); }).weight;
 }
 
 // Applies the local update to the numerator and sends each out-neighbour its share.
@@ -86,60 +101,49 @@ void PushSumStep::send_shares(const topology::Neighbours& nb, uint64_t round, co
   auto ref = [&](int peer) {
     return VectorRef{MessageKind::kPushSum, asynchronous() ? sent_on_link_[peer]++ : round, 0, wire_};
   };
-  // One pass: apply the local update to the numerator (x ← x + z' − x/w), and split it into the
-  // share each out-neighbour gets and the share this peer keeps. Asynchronous mode scales the
-  // update by w (x ← x + w·(z' − x/w)), so the model moves by the local step whatever w is: a
-  // peer that has received nothing for a while has a small w, and SGP's plain update would move
-  // its model by η/w times the step (which diverged here within 12 steps).
-  const float inv = static_cast<float>(1.0 / w_);
-  const float gain = asynchronous() ? static_cast<float>(w_) : 1.0f;
-  const float self = static_cast<float>(nb.self_weight);
+  // One pass (Backend::push_sum_split): apply the local update to the numerator
+  // (x ← x + z' − x/w), and split it into the share each out-neighbour gets and the share this
+  // peer keeps. Asynchronous mode scales the update by w (x ← x + w·(z' − x/w)), so the model
+  // moves by the local step whatever w is: a peer that has received nothing for a while has a
+  // small w, and SGP's plain update would move its model by η/w times the step (which diverged
+  // here within 12 steps).
   const bool bf16 = wire_ == Dtype::kBf16;
-  if (nb.out.size() == 1 && !bf16) {
-    const float p = static_cast<float>(nb.out[0].weight);
-    auto share = pool_.buffer(floats_);
-    float* s = share->data();
-    for (size_t i = 0; i < floats_; ++i) {
-      const float x = x_[i] + gain * (z[i] - x_[i] * inv);  // the update first: exact when z = x/w
-      s[i] = p * x;
-      x_[i] = self * x;
+  const size_t degree = nb.out.size();
+  std::vector<Owner> owners(degree);
+  std::vector<void*> host(degree), shares(degree);
+  std::vector<float> weights(degree);
+  if (on_device() && device_shares_.size() < degree) device_shares_.resize(degree);
+  for (size_t k = 0; k < degree; ++k) {
+    if (bf16) {
+      auto b = pool_.bf16_buffer(floats_);
+      host[k] = b->data();
+      owners[k] = std::move(b);
+    } else {
+      auto b = pool_.buffer(floats_);
+      host[k] = b->data();
+      owners[k] = std::move(b);
     }
-    send_vector(*t_, nb.out[0].peer, ref(nb.out[0].peer), s, share, 0, floats_, floats_, nb.out[0].weight * w_,
-                chunk_floats_);
-  } else if (nb.out.size() == 1) {  // bf16: what rounding takes off the share stays here
-    const float p = static_cast<float>(nb.out[0].weight);
-    auto share = pool_.bf16_buffer(floats_);
-    uint16_t* s = share->data();
-    for (size_t i = 0; i < floats_; ++i) {
-      const float x = x_[i] + gain * (z[i] - x_[i] * inv);
-      const float sent = p * x;
-      s[i] = kernels::to_bf16(sent);
-      x_[i] = self * x + (sent - kernels::from_bf16(s[i]));
-    }
-    send_vector(*t_, nb.out[0].peer, ref(nb.out[0].peer), s, share, 0, floats_, floats_, nb.out[0].weight * w_,
-                chunk_floats_);
-  } else {
-    for (size_t i = 0; i < floats_; ++i) x_[i] += gain * (z[i] - x_[i] * inv);  // the update first: exact when z = x/w
-    if (bf16) residual_.assign(floats_, 0.0f);
-    for (const topology::Link& l : nb.out) {
-      const float p = static_cast<float>(l.weight);
-      if (bf16) {
-        auto share = pool_.bf16_buffer(floats_);
-        uint16_t* s = share->data();
-        for (size_t i = 0; i < floats_; ++i) {
-          const float sent = p * x_[i];
-          s[i] = kernels::to_bf16(sent);
-          residual_[i] += sent - kernels::from_bf16(s[i]);
-        }
-        send_vector(*t_, l.peer, ref(l.peer), s, share, 0, floats_, floats_, l.weight * w_, chunk_floats_);
-      } else {
-        auto share = pool_.copy(x_.data(), floats_, p);
-        send_vector(*t_, l.peer, ref(l.peer), share->data(), share, 0, floats_, floats_, l.weight * w_, chunk_floats_);
-      }
-    }
-    for (size_t i = 0; i < floats_; ++i) x_[i] *= self;
-    if (bf16)
-      for (size_t i = 0; i < floats_; ++i) x_[i] += residual_[i];
+    if (on_device() && device_shares_[k].size() != floats_)
+      device_shares_[k] = kernels::DeviceArray<float>(*backend_, floats_);  // (bf16 uses half of it)
+    shares[k] = on_device() ? device_shares_[k].get() : host[k];
+    weights[k] = static_cast<float>(nb.out[k].weight);
+  }
+  kernels::PushSumSplit split;
+  split.n = floats_;
+  split.z = z;
+  split.x = x_.get();
+  split.inv = static_cast<float>(1.0 / w_);
+  split.gain = asynchronous() ? static_cast<float>(w_) : 1.0f;
+  split.self = static_cast<float>(nb.self_weight);
+  split.bf16 = bf16;
+  split.degree = degree;
+  split.shares = shares.data();
+  split.weights = weights.data();
+  backend_->push_sum_split(split);
+  for (size_t k = 0; k < degree; ++k) {
+    if (on_device()) backend_->download(host[k], shares[k], floats_ * element_bytes(wire_));
+    const topology::Link& l = nb.out[k];
+    send_vector(*t_, l.peer, ref(l.peer), host[k], owners[k], 0, floats_, floats_, l.weight * w_, chunk_floats_);
   }
 }
 
@@ -203,20 +207,24 @@ void PushSumStep::drain(float* z) {
 }
 
 std::vector<float> PushSumStep::save_state() const {
-  std::vector<float> s = x_;
+  std::vector<float> s = numerator();
   float halves[2];
   std::memcpy(halves, &w_, sizeof(w_));
   s.insert(s.end(), halves, halves + 2);
   return s;
 }
 
-void PushSumStep::restore_state(const std::vector<float>& state, const std::string& who) {
+void PushSumStep::check_state(const std::vector<float>& state, const std::string& who) const {
   if (state.size() != floats_ + 2)
     throw Error(who, "checkpoint's push-sum state has " + std::to_string(state.size()) + " floats, expected " +
                          std::to_string(floats_ + 2));
+}
+
+void PushSumStep::restore_state(const std::vector<float>& state, const std::string& who) {
+  check_state(state, who);
   double w;
   std::memcpy(&w, state.data() + floats_, sizeof(w));
-  init(state.data());
+  drain_discard();
   set_state(state.data(), w);
 }
 

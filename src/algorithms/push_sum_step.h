@@ -20,6 +20,11 @@
 // wire = bf16: each share p_j·x travels rounded to bfloat16 (half the bytes) and the sender keeps
 // the rounding residual p_j·x − Q(p_j·x) in its own numerator, so Σx is still conserved (to float
 // rounding); weights travel exactly (the header's double).
+//
+// The numerator lives where the model does, and the arithmetic is the Backend's (push_sum_split,
+// accumulate, scale_copy): host memory through the CPU backend this step owns; for a model on a
+// device, that device's kernels, with each round's shares downloaded once to be sent and each
+// received chunk uploaded once into a staging buffer and folded there.
 #pragma once
 
 #include <deque>
@@ -29,6 +34,7 @@
 #include <vector>
 
 #include "algorithms/collectives.h"
+#include "kernels/backend.h"
 #include "topology/topology.h"
 
 namespace gossip::peer {
@@ -37,8 +43,10 @@ class PushSumStep {
  public:
   PushSumStep(Transport& transport, topology::Graph graph, size_t floats, size_t chunk_floats, double timeout_s,
               bool overlap, int max_staleness, Dtype wire = Dtype::kF32);
-  // Starts from model z (x = z, w = 1).
-  void init(const float* z);
+  // Starts from model z (x = z, w = 1). z is in `device`'s memory when one is named that is not a
+  // host backend (it must outlive the step; the numerator then lives there too), else host memory.
+  // Every z below is in the same memory.
+  void init(const float* z, kernels::Backend* device = nullptr);
   // z holds the model after the local update z' = z_prev − η·u; applies the same update to the
   // numerator (x += z' − x/w), mixes, and writes the new de-biased model back into z.
   void step(uint64_t round, float* z);
@@ -49,12 +57,14 @@ class PushSumStep {
   // Asynchronous mode: the run's length (every peer runs rounds [first step() round, total)).
   void set_total_rounds(uint64_t total) { total_rounds_ = total; }
   double weight() const { return w_; }
-  std::vector<float>& numerator() { return x_; }
-  void set_state(const float* x, double w);
+  std::vector<float> numerator() const;  // a host copy
+  void set_state(const float* host_x, double w);
   // For checkpoints: the numerator, then the weight as the two float halves of the double (exact).
   std::vector<float> save_state() const;
   // The inverse (after init); throws gossip::Error naming `who` for a state of another size.
   void restore_state(const std::vector<float>& state, const std::string& who);
+  // Throws that error without restoring anything.
+  void check_state(const std::vector<float>& state, const std::string& who) const;
   // overlap with max_staleness < 0: rounds never wait (see above).
   bool asynchronous() const { return overlap_ && max_staleness_ < 0; }
 
@@ -64,7 +74,9 @@ class PushSumStep {
     int sender;
   };
   void fold(const Expected& e);
-  void write_model(float* z) const;
+  void add_chunk(const InMessage& m);
+  void write_model(float* z);
+  bool on_device() const { return backend_ != host_.get(); }
   // Asynchronous mode: how many messages each peer sends to this one in rounds
   // [first_round_, total_rounds_) (recomputed when n or the first round changes).
   const std::map<int, uint64_t>& link_totals();
@@ -79,8 +91,12 @@ class PushSumStep {
   bool overlap_;
   int max_staleness_;
   Dtype wire_;
-  std::vector<float> x_;
-  std::vector<float> residual_;  // bf16 with several out-neighbours: Σ_j (p_j·x − Q(p_j·x)) of a round
+  std::unique_ptr<kernels::Backend> host_ = kernels::make_cpu_backend();
+  kernels::Backend* backend_ = host_.get();  // where the numerator lives: host_, or the model's device
+  kernels::DeviceArray<float> x_;            // the numerator
+  // On a device: each out-neighbour's share until it comes down, and the received chunks.
+  std::vector<kernels::DeviceArray<float>> device_shares_;
+  kernels::DeviceArray<float> staging_;
   double w_ = 1.0;
   std::deque<Expected> outstanding_;  // messages addressed to us and not folded yet
   SnapshotPool pool_;

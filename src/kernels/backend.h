@@ -18,6 +18,11 @@ struct LossResult {
   float loss_sum = 0;  // summed over the batch (not averaged)
   int correct = 0;     // arg-max hits
 };
+// The sum of many batches' LossResults (Backend::tally_softmax_xent, take_tally).
+struct LossTally {
+  double loss_sum = 0;
+  int64_t correct = 0;
+};
 
 // One AdamW step's scalars (see model::AdamW): bias1 = 1 − β1^t, bias2 = 1 − β2^t.
 // Bytes moved between the host and a device backend's memory by upload() and download() (zero
@@ -62,6 +67,39 @@ struct MixSpan {
   bool snapshot = false;
 };
 
+// One push-sum round's local update and split (algorithms::PushSumStep) over n values, in a
+// backend's memory:
+//   y   = x + gain·(z − x·inv)        the local step applied to the numerator (z: the model after it)
+//   s_k = p_k·y                        (bf16 shares: Q(p_k·y), and d_k = p_k·y − Q(p_k·y))
+//   x   = self·y                       (bf16: self·y + r, r = d_0 + d_1 + … summed in order)
+// each product and sum rounded on its own, in the order written, so every backend gives the same
+// bits; what rounding takes off a bf16 share stays in x, so Σx is conserved.
+struct PushSumSplit {
+  size_t n = 0;
+  const float* z = nullptr;
+  float* x = nullptr;  // updated in place
+  float inv = 1, gain = 1, self = 1;
+  bool bf16 = false;               // shares[k] take bf16 (uint16_t) values, else floats
+  size_t degree = 0;
+  void* const* shares = nullptr;   // host array [degree] of pointers into backend memory
+  const float* weights = nullptr;  // host array [degree]: p_k
+};
+
+// A batch gathered from a data set held in a backend's memory (all pointers that memory's):
+//   x[i][c] = table[bytes[rows[i]][c]] (stored bytes and the float each value stands for), or
+//   x[i][c] = floats[rows[i]][c];  y[i] = labels[rows[i]];  for i < count, c < cols.
+struct RowGather {
+  const uint8_t* bytes = nullptr;  // [data rows][cols], or null: floats
+  const float* table = nullptr;    // [256]
+  const float* floats = nullptr;   // [data rows][cols]
+  const int32_t* labels = nullptr;
+  int cols = 0;
+  const int32_t* rows = nullptr;  // [count]
+  int count = 0;
+  float* x = nullptr;  // [count][cols]
+  int32_t* y = nullptr;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -78,6 +116,9 @@ class Backend {
   virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void fill(float* p, float value, size_t n) = 0;
+  // Within this backend's memory (nothing crosses to the host).
+  virtual void copy_bytes(void* dst, const void* src, size_t bytes) = 0;
+  virtual void gather_rows(const RowGather& g) = 0;
   virtual void synchronize() = 0;
   virtual TransferStats transfers() const { return {}; }
 
@@ -95,6 +136,12 @@ class Backend {
   // is not null. Labels outside [0, cols) are a programming error (checked by the data loader).
   virtual LossResult softmax_xent(const float* logits, const int32_t* labels, int rows, int cols,
                                   float* dlogits, float grad_scale, float smoothing) = 0;
+  // softmax_xent whose loss sum and hits are added to this backend's tally instead of returned:
+  // on a device the tally stays in device memory, so a training step need not wait for its loss.
+  virtual void tally_softmax_xent(const float* logits, const int32_t* labels, int rows, int cols, float* dlogits,
+                                  float grad_scale, float smoothing) = 0;
+  // The tally since the last call (then zero again): on a device one small download.
+  virtual LossTally take_tally() = 0;
   // PyTorch-convention SGD: g += wd·w; v = μ·v + g; step = nesterov ? g + μ·v : v; w -= lr·step.
   virtual void sgd_update(float* w, const float* g, float* v, size_t n, float lr, float momentum,
                           float weight_decay, bool nesterov) = 0;
@@ -106,6 +153,12 @@ class Backend {
   virtual void scale(size_t n, float a, float* x) = 0;                 // x *= a
   // The gossip mix of one span (MixSpan); returns Σ src² when m.norm, else 0.
   virtual double mix_span(const MixSpan& m) = 0;
+  // Push-sum's update and split (PushSumSplit).
+  virtual void push_sum_split(const PushSumSplit& s) = 0;
+  // x[i] += v[i] (v floats, or bf16 values widened): a push-sum message's chunk folded in.
+  virtual void accumulate(float* x, const void* values, size_t n, bool bf16) = 0;
+  // y[i] = a·x[i] (push-sum's de-biased model x/w; a = 1: a copy within this backend's memory).
+  virtual void scale_copy(size_t n, float a, const float* x, float* y) = 0;
   // out[i] = to_bf16(x[i]) (kernels/bf16.h, bit for bit), both in this backend's memory: a
   // device's values rounded where they lie, so only half the bytes come down to be sent.
   virtual void pack_bf16(const float* x, uint16_t* out, size_t n) = 0;

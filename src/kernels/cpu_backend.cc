@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <utility>
 
 #include "common/error.h"
 #include "common/shared_memory.h"
@@ -38,6 +39,24 @@ void CpuBackend::download(void* host_dst, const void* src, size_t bytes) {
   if (bytes) std::memcpy(host_dst, src, bytes);
 }
 void CpuBackend::fill(float* p, float value, size_t n) { std::fill(p, p + n, value); }
+void CpuBackend::copy_bytes(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+
+void CpuBackend::gather_rows(const RowGather& g) {
+  const size_t cols = static_cast<size_t>(g.cols);
+  for (int i = 0; i < g.count; ++i) {
+    const size_t r = static_cast<size_t>(g.rows[i]);
+    float* out = g.x + size_t(i) * cols;
+    if (g.bytes) {
+      const uint8_t* in = g.bytes + r * cols;
+      for (size_t c = 0; c < cols; ++c) out[c] = g.table[in[c]];
+    } else {
+      std::memcpy(out, g.floats + r * cols, cols * sizeof(float));
+    }
+    g.y[i] = g.labels[r];
+  }
+}
 void CpuBackend::pack_bf16(const float* x, uint16_t* out, size_t n) { to_bf16(x, out, n); }
 
 void CpuBackend::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
@@ -103,6 +122,15 @@ LossResult CpuBackend::softmax_xent(const float* logits, const int32_t* labels, 
   result.loss_sum = static_cast<float>(loss);
   return result;
 }
+
+void CpuBackend::tally_softmax_xent(const float* logits, const int32_t* labels, int rows, int cols, float* dlogits,
+                                    float grad_scale, float smoothing) {
+  const LossResult r = softmax_xent(logits, labels, rows, cols, dlogits, grad_scale, smoothing);
+  tally_.loss_sum += r.loss_sum;
+  tally_.correct += r.correct;
+}
+
+LossTally CpuBackend::take_tally() { return std::exchange(tally_, LossTally{}); }
 
 void CpuBackend::sgd_update(float* w, const float* g, float* v, size_t n, float lr, float momentum,
                             float weight_decay, bool nesterov) {

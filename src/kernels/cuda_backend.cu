@@ -87,6 +87,13 @@ class CudaBackend final : public Backend {
     }
   }
   void fill(float* p, float value, size_t n) override { cuda::fill(p, value, n, stream()); check_launch(); }
+  void copy_bytes(void* dst, const void* src, size_t bytes) override {
+    if (bytes) GOSSIP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()));
+  }
+  void gather_rows(const RowGather& g) override {
+    cuda::gather_rows(g.bytes, g.table, g.floats, g.labels, g.cols, g.rows, g.count, g.x, g.y, stream());
+    check_launch();
+  }
   void synchronize() override { GOSSIP_CUDA_CHECK(cudaStreamSynchronize(stream())); }
 
   void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
@@ -126,6 +133,33 @@ class CudaBackend final : public Backend {
     for (int i = 0; i < rows; ++i) sum += loss[i], r.correct += hit[i];
     r.loss_sum = static_cast<float>(sum);
     return r;
+  }
+  // The rows' losses and hits are summed on the device into the tally: nothing waits here.
+  void tally_softmax_xent(const float* logits, const int32_t* labels, int rows, int cols, float* dlogits,
+                          float grad_scale, float smoothing) override {
+    ensure_row_scratch(rows);
+    if (!tally_loss_) {
+      GOSSIP_CUDA_CHECK(cudaMalloc(&tally_loss_, sizeof(double)));
+      GOSSIP_CUDA_CHECK(cudaMalloc(&tally_hits_, sizeof(unsigned long long)));
+      GOSSIP_CUDA_CHECK(cudaMemsetAsync(tally_loss_, 0, sizeof(double), stream()));
+      GOSSIP_CUDA_CHECK(cudaMemsetAsync(tally_hits_, 0, sizeof(unsigned long long), stream()));
+    }
+    cuda::softmax_xent(logits, labels, rows, cols, dlogits, grad_scale, smoothing, row_loss_, row_hit_, stream());
+    check_launch();
+    cuda::tally_rows(row_loss_, row_hit_, rows, tally_loss_, tally_hits_, stream());
+    check_launch();
+  }
+  LossTally take_tally() override {
+    if (!tally_loss_) return {};
+    double loss = 0;
+    unsigned long long hits = 0;
+    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(&loss, tally_loss_, sizeof loss, cudaMemcpyDeviceToHost, stream()));
+    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(&hits, tally_hits_, sizeof hits, cudaMemcpyDeviceToHost, stream()));
+    GOSSIP_CUDA_CHECK(cudaMemsetAsync(tally_loss_, 0, sizeof(double), stream()));
+    GOSSIP_CUDA_CHECK(cudaMemsetAsync(tally_hits_, 0, sizeof(unsigned long long), stream()));
+    GOSSIP_CUDA_CHECK(cudaStreamSynchronize(stream()));
+    transfers_.device_to_host += sizeof loss + sizeof hits;
+    return {loss, static_cast<int64_t>(hits)};
   }
   void sgd_update(float* w, const float* g, float* v, size_t n, float lr, float momentum,
                   float weight_decay, bool nesterov) override {
@@ -180,6 +214,35 @@ class CudaBackend final : public Backend {
     check_launch();
   }
 
+  // One launch per kPushBatch shares; with several, y and the bf16 residual sum wait in x and a
+  // device scratch between them.
+  void push_sum_split(const PushSumSplit& s) override {
+    const bool several = s.degree > static_cast<size_t>(cuda::kPushBatch);
+    if (several && s.bf16) ensure_push_residual(s.n);
+    size_t done = 0;
+    do {
+      cuda::PushBatch batch{};
+      batch.count = static_cast<int>(std::min<size_t>(cuda::kPushBatch, s.degree - done));
+      for (int k = 0; k < batch.count; ++k) {
+        batch.shares[k] = s.shares[done + k];
+        batch.weights[k] = s.weights[done + k];
+      }
+      const bool finish = done + batch.count >= s.degree;
+      cuda::push_sum_split(s.z, s.x, s.n, s.inv, s.gain, s.self, s.bf16, done == 0, finish, batch, push_residual_,
+                           stream());
+      check_launch();
+      done += batch.count;
+    } while (done < s.degree);
+  }
+  void accumulate(float* x, const void* values, size_t n, bool bf16) override {
+    cuda::accumulate(x, values, n, bf16, stream());
+    check_launch();
+  }
+  void scale_copy(size_t n, float a, const float* x, float* y) override {
+    cuda::scale_copy(n, a, x, y, stream());
+    check_launch();
+  }
+
   LayerKernels* layers() override { return layers_.get(); }
 
   ~CudaBackend() override {
@@ -187,6 +250,9 @@ class CudaBackend final : public Backend {
     if (row_hit_) note_free(cudaFree(row_hit_));
     if (mix_partials_) note_free(cudaFree(mix_partials_));
     if (mix_bad_) note_free(cudaFree(mix_bad_));
+    if (push_residual_) note_free(cudaFree(push_residual_));
+    if (tally_loss_) note_free(cudaFree(tally_loss_));
+    if (tally_hits_) note_free(cudaFree(tally_hits_));
     if (!free_error_.empty()) log("cuda backend: ", free_error_);
   }
 
@@ -214,6 +280,13 @@ class CudaBackend final : public Backend {
     if (mix_partials_) return;
     GOSSIP_CUDA_CHECK(cudaMalloc(&mix_partials_, cuda::kMixBlocks * (cuda::kMixBatch + 1) * sizeof(float)));
     GOSSIP_CUDA_CHECK(cudaMalloc(&mix_bad_, cuda::kMixBlocks * cuda::kMixBatch * sizeof(unsigned)));
+  }
+  void ensure_push_residual(size_t n) {
+    if (n <= push_residual_n_) return;
+    if (push_residual_) GOSSIP_CUDA_CHECK(cudaFree(push_residual_));
+    push_residual_ = nullptr;
+    GOSSIP_CUDA_CHECK(cudaMalloc(&push_residual_, n * sizeof(float)));
+    push_residual_n_ = n;
   }
   // Adds a launch's per-block sums to m.scans[first..first + count) and returns its Σ src² (the
   // first launch's; 0 for the later ones, which do not read src for the mix).
@@ -244,6 +317,10 @@ class CudaBackend final : public Backend {
   int row_capacity_ = 0;
   float* mix_partials_ = nullptr;  // mix_span's per-block sums (cuda::kMixBlocks of them), freed in the destructor
   unsigned* mix_bad_ = nullptr;
+  float* push_residual_ = nullptr;  // push_sum_split's residual sums between launches, freed in the destructor
+  size_t push_residual_n_ = 0;
+  double* tally_loss_ = nullptr;  // tally_softmax_xent's sums until take_tally, freed in the destructor
+  unsigned long long* tally_hits_ = nullptr;
   TransferStats transfers_;
   std::string free_error_;  // the first failed cudaFree of a noexcept path, thrown by check_launch()
   std::unique_ptr<CudaLayers> layers_;  // last: its scratch is freed while the backend still works

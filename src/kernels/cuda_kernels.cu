@@ -106,6 +106,45 @@ __global__ void scale_kernel(size_t n, float a, float* x) {
     x[i] *= a;
 }
 
+// One block: each thread sums a stride of rows in double, then a fixed tree in shared memory.
+__global__ void tally_kernel(const float* row_loss, const int* row_hit, int rows, double* loss,
+                             unsigned long long* hits) {
+  __shared__ double sums[kThreads];
+  __shared__ unsigned long long counts[kThreads];
+  double s = 0;
+  unsigned long long c = 0;
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+    s += row_loss[r];
+    c += static_cast<unsigned long long>(row_hit[r]);
+  }
+  sums[threadIdx.x] = s;
+  counts[threadIdx.x] = c;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      sums[threadIdx.x] += sums[threadIdx.x + half];
+      counts[threadIdx.x] += counts[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    *loss += static_cast<double>(static_cast<float>(sums[0]));  // the batch's float sum, as LossResult holds it
+    *hits += counts[0];
+  }
+}
+
+__global__ void gather_rows_kernel(const uint8_t* bytes, const float* table, const float* floats,
+                                   const int32_t* labels, int cols, const int32_t* rows, int count, float* x,
+                                   int32_t* y) {
+  const size_t n = size_t(count) * cols;
+  for (size_t k = blockIdx.x * size_t(blockDim.x) + threadIdx.x; k < n; k += size_t(gridDim.x) * blockDim.x) {
+    const size_t i = k / cols, c = k % cols;
+    const size_t from = size_t(rows[i]) * cols + c;
+    x[k] = bytes ? table[bytes[from]] : floats[from];
+    if (c == 0) y[i] = labels[rows[i]];
+  }
+}
+
 // Q(x): x rounded to bf16 (kernels/bf16.h's to_bf16, bit for bit) and widened back.
 __device__ float round_bf16(float f) {
   const unsigned u = __float_as_uint(f);
@@ -160,7 +199,58 @@ __global__ void mix_kernel(const float* src, float* dst, size_t n, float self, f
   if (threadIdx.x < kMixBatch) bad[blockIdx.x * kMixBatch + threadIdx.x] = ors[0][threadIdx.x];
 }
 
+__global__ void push_sum_kernel(const float* z, float* x, size_t n, float inv, float gain, float self, bool bf16,
+                                bool update, bool finish, PushBatch batch, float* residual) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    float y = x[i];
+    if (update) y = __fadd_rn(y, __fmul_rn(gain, __fsub_rn(z[i], __fmul_rn(y, inv))));
+    bool summed = !update;  // a later launch goes on with the residual sum the earlier ones left
+    float r = summed && bf16 ? residual[i] : 0.0f;
+    for (int k = 0; k < batch.count; ++k) {
+      const float sent = __fmul_rn(batch.weights[k], y);
+      if (!bf16) {
+        static_cast<float*>(batch.shares[k])[i] = sent;
+        continue;
+      }
+      const float q = round_bf16(sent);
+      static_cast<unsigned short*>(batch.shares[k])[i] = static_cast<unsigned short>(__float_as_uint(q) >> 16);
+      const float d = __fsub_rn(sent, q);
+      r = summed ? __fadd_rn(r, d) : d;
+      summed = true;
+    }
+    if (finish) {
+      x[i] = bf16 && summed ? __fadd_rn(__fmul_rn(self, y), r) : __fmul_rn(self, y);
+    } else {
+      x[i] = y;
+      if (bf16) residual[i] = r;
+    }
+  }
+}
+
+__global__ void accumulate_kernel(float* x, const void* values, size_t n, bool bf16) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    x[i] = __fadd_rn(x[i], load_value(values, i, bf16));
+}
+
+__global__ void scale_copy_kernel(size_t n, float a, const float* x, float* y) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    y[i] = __fmul_rn(a, x[i]);
+}
+
 }  // namespace
+
+void push_sum_split(const float* z, float* x, size_t n, float inv, float gain, float self, bool bf16, bool update,
+                    bool finish, const PushBatch& batch, float* residual, cudaStream_t s) {
+  if (n)
+    push_sum_kernel<<<blocks_for(n), kThreads, 0, s>>>(z, x, n, inv, gain, self, bf16, update, finish, batch,
+                                                       residual);
+}
+void accumulate(float* x, const void* values, size_t n, bool bf16, cudaStream_t s) {
+  if (n) accumulate_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, values, n, bf16);
+}
+void scale_copy(size_t n, float a, const float* x, float* y, cudaStream_t s) {
+  if (n) scale_copy_kernel<<<blocks_for(n), kThreads, 0, s>>>(n, a, x, y);
+}
 
 void pack_bf16(const float* x, uint16_t* out, size_t n, cudaStream_t s) {
   if (n) pack_bf16_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, out, n);
@@ -173,6 +263,11 @@ void mix_span(const float* src, float* dst, size_t n, float self, float rest, bo
   if (n) mix_kernel<<<mix_blocks(n), kThreads, 0, s>>>(src, dst, n, self, rest, bf16, accumulate, batch, partials, bad);
 }
 
+void gather_rows(const uint8_t* bytes, const float* table, const float* floats, const int32_t* labels, int cols,
+                 const int32_t* rows, int count, float* x, int32_t* y, cudaStream_t s) {
+  const size_t n = size_t(count) * cols;
+  if (n) gather_rows_kernel<<<blocks_for(n), kThreads, 0, s>>>(bytes, table, floats, labels, cols, rows, count, x, y);
+}
 void fill(float* p, float value, size_t n, cudaStream_t s) {
   if (n) fill_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, value, n);
 }
@@ -192,6 +287,10 @@ void softmax_xent(const float* logits, const int32_t* labels, int rows, int cols
   const int warps_per_block = kThreads / 32;
   softmax_xent_kernel<<<(rows + warps_per_block - 1) / warps_per_block, kThreads, 0, s>>>(
       logits, labels, rows, cols, dlogits, grad_scale, smoothing, row_loss, row_hit);
+}
+void tally_rows(const float* row_loss, const int* row_hit, int rows, double* loss, unsigned long long* hits,
+                cudaStream_t s) {
+  if (rows > 0) tally_kernel<<<1, kThreads, 0, s>>>(row_loss, row_hit, rows, loss, hits);
 }
 void sgd_update(float* w, const float* g, float* v, size_t n, float lr, float momentum, float wd,
                 bool nesterov, cudaStream_t s) {

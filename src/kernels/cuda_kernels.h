@@ -17,12 +17,18 @@ inline unsigned blocks_for(size_t n) {
 }
 
 void fill(float* p, float value, size_t n, cudaStream_t stream);
+// Backend::gather_rows: x[i][c] = bytes ? table[bytes[rows[i]][c]] : floats[rows[i]][c]; y[i] = labels[rows[i]].
+void gather_rows(const uint8_t* bytes, const float* table, const float* floats, const int32_t* labels, int cols,
+                 const int32_t* rows, int count, float* x, int32_t* y, cudaStream_t stream);
 void bias_act_forward(float* y, const float* bias, int rows, int cols, bool relu, cudaStream_t stream);
 void relu_backward(float* dy, const float* y, size_t n, cudaStream_t stream);
 void column_sum(const float* dy, float* db, int rows, int cols, cudaStream_t stream);
 // Per-row loss and hit written to row_loss[rows] and row_hit[rows] (device memory).
 void softmax_xent(const float* logits, const int32_t* labels, int rows, int cols, float* dlogits,
                   float grad_scale, float smoothing, float* row_loss, int* row_hit, cudaStream_t stream);
+// *loss += (double)(float)Σ row_loss, *hits += Σ row_hit (one block, a fixed tree: deterministic).
+void tally_rows(const float* row_loss, const int* row_hit, int rows, double* loss, unsigned long long* hits,
+                cudaStream_t stream);
 void sgd_update(float* w, const float* g, float* v, size_t n, float lr, float momentum,
                 float weight_decay, bool nesterov, cudaStream_t stream);
 // AdamW with the step's scalars folded: decay = 1 − lr·wd, step_size = lr/bias1, bias2_root = √bias2.
@@ -50,5 +56,22 @@ unsigned mix_blocks(size_t n);
 // at [b·(kMixBatch + 1) + kMixBatch], and bad[b·kMixBatch + k] non-zero when a v_k was NaN or ±Inf.
 void mix_span(const float* src, float* dst, size_t n, float self, float rest, bool bf16, bool accumulate,
               const MixBatch& batch, float* partials, unsigned* bad, cudaStream_t stream);
+
+// Push-sum's update and split (Backend::push_sum_split) in launches of up to kPushBatch shares.
+// The first launch (`update`) applies the local step to x; the last (`finish`) writes what stays.
+// With more than one launch, y stays in x in between and, with bf16 shares, the residual sum in
+// `residual` (device, n floats).
+constexpr int kPushBatch = 8;
+struct PushBatch {
+  void* shares[kPushBatch];  // device pointers
+  float weights[kPushBatch];
+  int count;
+};
+void push_sum_split(const float* z, float* x, size_t n, float inv, float gain, float self, bool bf16, bool update,
+                    bool finish, const PushBatch& batch, float* residual, cudaStream_t stream);
+// x[i] += v[i] (floats, or bf16 widened).
+void accumulate(float* x, const void* values, size_t n, bool bf16, cudaStream_t stream);
+// y[i] = a·x[i].
+void scale_copy(size_t n, float a, const float* x, float* y, cudaStream_t stream);
 
 }  // namespace gossip::kernels::cuda

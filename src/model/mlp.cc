@@ -74,20 +74,21 @@ void Mlp::upload_params(const std::vector<float>& host) {
 }
 
 BatchStats Mlp::train_batch(const float* host_x, const int32_t* host_y, int batch) {
-  return forward(host_x, host_y, batch, true);
+  return forward({host_x, nullptr, host_y, batch}, true);
 }
 
 BatchStats Mlp::evaluate(const float* host_x, const int32_t* host_y, int batch) {
-  return forward(host_x, host_y, batch, false);
+  return forward({host_x, nullptr, host_y, batch}, false);
 }
 
-BatchStats Mlp::forward(const float* host_x, const int32_t* host_y, int batch, bool backward) {
+BatchStats Mlp::forward(const Batch& b, bool backward) {
+  const int batch = b.rows;
   if (batch <= 0 || batch > max_batch_)
     throw Error("model", "batch of " + std::to_string(batch) + " rows exceeds the model's " +
                              std::to_string(max_batch_));
   kernels::Backend& be = *backend_;
-  be.upload(acts_[0].get(), host_x, size_t(batch) * dims_[0] * sizeof(float));
-  be.upload(labels_.get(), host_y, size_t(batch) * sizeof(int32_t));
+  place(be, b, acts_[0].get(), b.x, size_t(batch) * dims_[0] * sizeof(float));
+  place(be, b, labels_.get(), b.labels, size_t(batch) * sizeof(int32_t));
   const size_t layers = param_views_.size();
   for (size_t l = 0; l < layers; ++l) {
     const LayerView& v = param_views_[l];
@@ -96,10 +97,7 @@ BatchStats Mlp::forward(const float* host_x, const int32_t* host_y, int batch, b
     be.bias_act_forward(acts_[l + 1].get(), v.b, batch, v.out, l + 1 < layers);
   }
   float* delta = backward ? delta_a_.get() : nullptr;
-  kernels::LossResult loss =
-      be.softmax_xent(acts_[layers].get(), labels_.get(), batch, dims_.back(), delta, 1.0f / batch,
-                      backward ? label_smoothing_ : 0.0f);
-  BatchStats stats{loss.loss_sum, loss.correct, batch};
+  const BatchStats stats = score(be, acts_[layers].get(), labels_.get(), batch, dims_.back(), delta);
   if (!backward) return stats;
 
   float* other = delta_b_.get();

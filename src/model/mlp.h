@@ -43,8 +43,8 @@ class Mlp final : public Model {
   BatchStats train_batch(const float* host_x, const int32_t* host_y, int batch);
   // Forward only.
   BatchStats evaluate(const float* host_x, const int32_t* host_y, int batch);
-  BatchStats train_batch(const Batch& b) override { return train_batch(b.x, b.labels, b.rows); }
-  BatchStats evaluate(const Batch& b) override { return evaluate(b.x, b.labels, b.rows); }
+  BatchStats train_batch(const Batch& b) override { return forward(b, true); }
+  BatchStats evaluate(const Batch& b) override { return forward(b, false); }
 
   // Exchanges the parameter buffer with `other` (same backend, num_params() floats) in O(1): a
   // gossip step mixes into a second buffer and then adopts it, instead of copying it back.
@@ -57,7 +57,7 @@ class Mlp final : public Model {
   kernels::Backend& backend() override { return *backend_; }
 
  private:
-  BatchStats forward(const float* host_x, const int32_t* host_y, int batch, bool backward);
+  BatchStats forward(const Batch& b, bool backward);
   static std::vector<LayerView> make_views(float* base, const std::vector<int>& dims);
 
   kernels::Backend* backend_;  // owned by the caller, outlives the model

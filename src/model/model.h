@@ -16,6 +16,7 @@ struct BatchStats {
   double loss_sum = 0;  // summed over the predictions (not averaged)
   int64_t correct = 0;  // arg-max hits
   int64_t count = 0;    // predictions: rows for a classifier, rows × context for a language model
+  bool tallied = false;  // loss_sum and correct went to the backend's tally (Model::set_loss_tally)
 };
 
 // One host batch. An image/feature model reads `x`; a language model reads `tokens`.
@@ -24,6 +25,7 @@ struct Batch {
   const int32_t* tokens = nullptr;  // [rows][context] bytes
   const int32_t* labels = nullptr;  // [rows] classes, or [rows][context] next bytes
   int rows = 0;
+  bool on_device = false;  // x, tokens and labels are in the model's backend memory (DeviceRows), not the host's
 };
 
 class Model {
@@ -49,9 +51,21 @@ class Model {
   // Label smoothing of the training loss (optimizer.label_smoothing): train_batch fits
   // (1 − s)·onehot + s/classes; evaluate always scores the plain label.
   void set_label_smoothing(float s) { label_smoothing_ = s; }
+  // On: train_batch adds its loss sum and hits to the backend's tally (Backend::take_tally reads
+  // them) and returns the count only, `tallied` set; on a device no step waits for its loss.
+  void set_loss_tally(bool on) { loss_tally_ = on; }
 
  protected:
+  // The softmax loss of a pass over `rows` predictions of `cols` classes: a training pass
+  // (dlogits not null) writes the gradient of the mean loss, with label smoothing, and goes to the
+  // tally when set_loss_tally is on.
+  BatchStats score(kernels::Backend& backend, const float* logits, const int32_t* labels, int rows, int cols,
+                   float* dlogits) const;
+  // A batch's array into the model's buffer: copied within the backend when the batch is there
+  // already (Batch::on_device), else uploaded.
+  static void place(kernels::Backend& backend, const Batch& b, void* dst, const void* src, size_t bytes);
   float label_smoothing_ = 0;
+  bool loss_tally_ = false;
 };
 
 // Host copies of a model's parameter buffer (`n` floats at `params`), for Model implementations;

@@ -42,18 +42,16 @@ BatchStats Network::run(const Batch& b, bool backward) {
                              ", the batch has none");
   kernels::Backend& be = *backend_;
   if (takes_tokens())
-    be.upload(tokens_.get(), b.tokens, size_t(b.rows) * context_ * sizeof(int32_t));
+    place(be, b, tokens_.get(), b.tokens, size_t(b.rows) * context_ * sizeof(int32_t));
   else
-    be.upload(tensors_[0].value.get(), b.x, size_t(b.rows) * tensors_[0].per_sample * sizeof(float));
+    place(be, b, tensors_[0].value.get(), b.x, size_t(b.rows) * tensors_[0].per_sample * sizeof(float));
   const int predictions = b.rows * int(tensors_[logits_].per_sample / classes_);
-  be.upload(labels_.get(), b.labels, size_t(predictions) * sizeof(int32_t));
+  place(be, b, labels_.get(), b.labels, size_t(predictions) * sizeof(int32_t));
 
   const Pass pass{be, *kernels_, b.rows, params_.get(), grads_.get(), tokens_.get(), *this};
   for (const auto& layer : layers_) layer->forward(pass);
   float* dlogits = backward ? pass.grad(logits_) : nullptr;
-  const kernels::LossResult loss =
-      be.softmax_xent(pass.value(logits_), labels_.get(), predictions, classes_, dlogits, 1.0f / predictions,
-                      backward ? label_smoothing_ : 0.0f);
+  const BatchStats stats = score(be, pass.value(logits_), labels_.get(), predictions, classes_, dlogits);
   if (backward) {
     be.fill(grads_.get(), 0.0f, grads_.size());
     for (size_t id = 0; id < tensors_.size(); ++id) {
@@ -62,7 +60,7 @@ BatchStats Network::run(const Batch& b, bool backward) {
     }
     for (size_t l = layers_.size(); l-- > 0;) layers_[l]->backward(pass);
   }
-  return {loss.loss_sum, loss.correct, predictions};
+  return stats;
 }
 
 NetworkBuilder::NetworkBuilder(kernels::Backend& backend, int max_batch) : net_(new Network) {

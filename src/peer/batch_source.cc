@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "model/device_rows.h"
 #include "model/sharding.h"
 
 namespace gossip::peer {
@@ -61,12 +62,19 @@ class RowSource final : public BatchSource {
         cursor_ = 0;
       }
       const int take = static_cast<int>(std::min<size_t>(rows - filled, shard_.size() - cursor_));
-      if (gather)
+      if (gather && device_rows_)
+        for (int i = 0; i < take; ++i) row_ids_[filled + i] = static_cast<int32_t>(shard_[cursor_ + i]);
+      else if (gather)
         data_.train.gather(shard_, cursor_, take, x_.data() + size_t(filled) * data_.train.cols, y_.data() + filled);
       cursor_ += take;
       filled += take;
     }
+    if (gather && device_rows_) return device_rows_->gather(row_ids_.data(), rows);
     return {x_.data(), nullptr, y_.data(), rows};
+  }
+
+  void place_on(kernels::Backend& backend) override {
+    device_rows_ = std::make_unique<model::DeviceRows>(backend, data_.train);
   }
 
   void for_each_eval_batch(int rows, const std::function<void(const model::Batch&)>& f) override {
@@ -95,6 +103,7 @@ class RowSource final : public BatchSource {
     if (y_.size() < size_t(rows)) {
       x_.resize(size_t(rows) * data_.train.cols);
       y_.resize(rows);
+      row_ids_.resize(rows);
     }
   }
 
@@ -106,6 +115,8 @@ class RowSource final : public BatchSource {
   int rank_ = 0;
   std::vector<float> x_;
   std::vector<int32_t> y_;
+  std::vector<int32_t> row_ids_;                  // with device_rows_: the batch's rows
+  std::unique_ptr<model::DeviceRows> device_rows_;  // the training rows in the model's memory (place_on)
 };
 
 // Byte windows of context + 1 drawn from the rank's contiguous part of the training text;

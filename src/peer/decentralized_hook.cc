@@ -55,7 +55,9 @@ void DecentralizedHook::store_params(model::Model& model) {
 
 void DecentralizedHook::before_step(int64_t step, model::Model& model) {
   if (push_sum_ && !push_sum_started_) {
-    push_sum_->init(host_params(model));
+    push_sum_->init(model.params(), &model.backend());  // the numerator lives beside the model
+    if (!restored_push_sum_.empty()) push_sum_->restore_state(restored_push_sum_, "peer " + std::to_string(t_->rank()));
+    restored_push_sum_.clear();
     push_sum_started_ = true;
   }
   if (diloco_ && !diloco_->started()) diloco_->start(host_params(model), true);
@@ -126,8 +128,7 @@ void DecentralizedHook::global_average(float* x, Dtype wire) {
     return;
   }
   // Push-sum: average numerators and weights together, so every peer ends at Σx / Σw.
-  std::vector<float>& num = push_sum_->numerator();
-  scratch_.assign(num.begin(), num.end());
+  scratch_ = push_sum_->numerator();
   scratch_.push_back(static_cast<float>(push_sum_->weight()));
   allreduce_.average(scratch_.data(), scratch_.size());
   push_sum_->set_state(scratch_.data(), scratch_.back());
@@ -170,6 +171,11 @@ void DecentralizedHook::mix(int64_t step, model::Model& model) {
     device_gossip(step, model);
     return;
   }
+  if (push_sum_ && !global) {  // where the model lies (on a device: its kernels)
+    push_sum_->set_total_rounds(static_cast<uint64_t>(total_steps_));
+    push_sum_->step(static_cast<uint64_t>(step), model.params());
+    return;
+  }
   float* x = host_params(model);
   if (diloco_) {
     outer_step(step, x);
@@ -185,9 +191,6 @@ void DecentralizedHook::mix(int64_t step, model::Model& model) {
     model.adopt_params(spare_);
   } else if (choco_) {
     choco_->step(static_cast<uint64_t>(step), x);
-  } else if (push_sum_) {
-    push_sum_->set_total_rounds(static_cast<uint64_t>(total_steps_));
-    push_sum_->step(static_cast<uint64_t>(step), x);
   }
   store_params(model);
 }
@@ -245,10 +248,8 @@ void DecentralizedHook::change_view(int64_t round, model::Model& model) {
   final_mean_ready_ = false;
   allreduce_ = new_allreduce();
   float* x = host_params(model);
-  if (push_sum_ && push_sum_started_) {
-    push_sum_->drain_discard();
-    push_sum_->init(x);  // the weight rule: (x, w) ← (x/w, 1), de-biased model unchanged
-  }
+  if (push_sum_ && push_sum_started_)  // the weight rule: (x, w) ← (x/w, 1), de-biased model unchanged
+    push_sum_->init(model.params(), &model.backend());
   if (choco_) choco_->reset();  // new neighbours: every member starts its public copies again
   if (tracker_) tracker_->reset();
   if (control_) {
@@ -278,7 +279,7 @@ void DecentralizedHook::rejoin(const std::string& why, model::Model& model) {
   membership_->suspend_interrupts(true);
   receive_start_model(model, w.view.rank_of(w.contact_id), w.round);
   membership_->suspend_interrupts(false);
-  if (push_sum_ && push_sum_started_) push_sum_->init(host_params(model));
+  if (push_sum_ && push_sum_started_) push_sum_->init(model.params(), &model.backend());
   if (diloco_) diloco_->start(host_params(model), true);  // the contact's model, no outer momentum
   if (choco_) choco_->reset();
   if (tracker_) tracker_->reset();
@@ -391,8 +392,8 @@ bool DecentralizedHook::finish(model::Model& model) {
   for (;;) {
     if (membership_ && membership_->pending()) change_view(total_steps_, model);
     const bool done = guarded(total_steps_, model, [&] {
+      if (push_sum_ && push_sum_started_) push_sum_->drain(model.params());
       float* x = host_params(model);
-      if (push_sum_) push_sum_->drain(x);
       if (reuse_final_mean())  // the last progress line's Ξ averaged this very model
         std::copy(scratch_.begin(), scratch_.end(), x);
       else
@@ -413,7 +414,8 @@ std::vector<float> DecentralizedHook::save_state() {
   if (diloco_) return diloco_->started() ? diloco_->save_state() : std::vector<float>{};
   if (choco_) return choco_->save_state();
   if (tracker_) return tracker_->save_state();
-  if (!push_sum_ || !push_sum_started_) return {};
+  if (!push_sum_) return {};
+  if (!push_sum_started_) return restored_push_sum_;  // (empty unless a state waits for the model)
   return push_sum_->save_state();
 }
 
@@ -431,8 +433,10 @@ void DecentralizedHook::restore_state(const std::vector<float>& state) {
     return;
   }
   if (!push_sum_ || state.empty()) return;
-  push_sum_->restore_state(state, "peer " + std::to_string(t_->rank()));
-  push_sum_started_ = true;
+  // Restored at the first step, where the model says in whose memory the numerator lives.
+  push_sum_->check_state(state, "peer " + std::to_string(t_->rank()));
+  restored_push_sum_ = state;
+  push_sum_started_ = false;
 }
 
 int64_t DecentralizedHook::agree_min(int64_t value) { return peer::agree_min(allreduce_, t_->size(), t_->rank(), value); }

@@ -108,6 +108,7 @@ class DecentralizedHook final : public StepHook {
   std::vector<float> host_grads_;  // the gradient on the host for device backends (gradient tracking)
   std::vector<float> delta_, delta_out_;  // DiLoCo: the pseudo-gradient and its gossip mix
   bool push_sum_started_ = false;
+  std::vector<float> restored_push_sum_;  // a checkpoint's push-sum state, until the first step
   ControlState* control_ = nullptr;
   Membership* membership_;
   const std::atomic<bool>* leave_flag_ = nullptr;

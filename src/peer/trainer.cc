@@ -44,10 +44,12 @@ Trainer::Trainer(const RunConfig& config, int rank, int n, StepHook* hook)
                                         : static_cast<int64_t>(std::ceil(config.train.epochs * steps_per_epoch_));
 
   backend_ = kernels::make_backend(config.device, config.device_index);
+  source_->place_on(*backend_);  // training rows gathered where the model lies
   eval_rows_ = eval_rows(config.train.model, batch);
   model_ = model::make_model(config.train.model, *backend_, source_->input_shape(), std::max(batch, eval_rows_));
   model_->init(config.init == Init::kPerRank ? config.seed + 1000003ull * (rank + 1) : config.seed);
   model_->set_label_smoothing(static_cast<float>(config.train.optimizer.label_smoothing));
+  model_->set_loss_tally(true);  // read at the log lines (take_tally), so a device step need not wait
   optimizer_ = model::make_optimizer(*model_, config.train.optimizer);
 }
 
@@ -126,6 +128,20 @@ void Trainer::log_live(int64_t step, const model::BatchStats& interval, double s
       hook_ ? hook_->live_extra() : std::string());
 }
 
+void Trainer::take_loss_tally(int64_t step, std::initializer_list<model::BatchStats*> sums) {
+  const kernels::LossTally tally = backend_->take_tally();
+  const int64_t from = tally_from_;
+  tally_from_ = step + 1;
+  if (!std::isfinite(tally.loss_sum))
+    throw Error("peer " + std::to_string(rank_), "training loss became " + std::to_string(tally.loss_sum) +
+                                                     " in steps " + std::to_string(from + 1) + ".." +
+                                                     std::to_string(step + 1) + " (lower the learning rate)");
+  for (model::BatchStats* sum : sums) {
+    sum->loss_sum += tally.loss_sum;
+    sum->correct += tally.correct;
+  }
+}
+
 // --slowdown and --min-step-ms: the step that began at `step_start` sleeps until it has taken
 // slowdown× its measured time (an emulated straggler) and at least min_step_ms (a paced step, as
 // long on a sanitizer build or a busy machine).
@@ -151,14 +167,13 @@ TrainResult Trainer::run() {
       total_steps_, " steps (", steps_per_epoch_, " per epoch), backend ", backend_->name());
   kernels::TransferStats eval_transfers;  // of the eval_every evaluations, not counted as training's
   const kernels::TransferStats start_transfers = backend_->transfers();
+  backend_->take_tally();  // (nothing should be there; a fresh count either way)
+  tally_from_ = start_step_;
   for (int64_t step = start_step_; step < total_steps_; ++step) {
     const auto step_start = Clock::now();
     const model::Batch b = source_->next(batch, true);
     if (hook_) hook_->before_step(step, *model_);
-    model::BatchStats s = model_->train_batch(b);
-    if (!std::isfinite(s.loss_sum))
-      throw Error("peer " + std::to_string(rank_), "training loss became " + std::to_string(s.loss_sum) +
-                                                       " at step " + std::to_string(step) + " (lower the learning rate)");
+    const model::BatchStats s = model_->train_batch(b);
     if (hook_) hook_->before_update(step, *model_);
     optimizer_->step(model::learning_rate(config_.train.schedule, step, total_steps_));
     stretch_step(step_start);
@@ -178,13 +193,17 @@ TrainResult Trainer::run() {
       sum->correct += s.correct;
       sum->count += s.count;
     }
-    if (live.due()) {
+    const bool last = step + 1 == total_steps_;
+    const bool log_due = (step + 1) % config_.log_every == 0 || last, live_due = live.due();
+    const bool checkpoint_due = config_.checkpoint_every > 0 && (step + 1) % config_.checkpoint_every == 0 && !last;
+    // The loss is read where a line shows it and before a checkpoint (a diverged model is never saved).
+    if (log_due || live_due || checkpoint_due) take_loss_tally(step, {&interval, &live_interval});
+    if (live_due) {
       log_live(step, live_interval, std::chrono::duration<double>(Clock::now() - live_start).count());
       live_interval = {};
       live_start = Clock::now();
     }
-    const bool last = step + 1 == total_steps_;
-    if ((step + 1) % config_.log_every == 0 || last) {
+    if (log_due) {
       backend_->synchronize();
       result.final_train_loss =
           log_progress(step, interval, std::chrono::duration<double>(Clock::now() - interval_start).count());
@@ -203,7 +222,7 @@ TrainResult Trainer::run() {
           std::chrono::duration<double>(eval_start - start - eval_time).count());
       eval_time += Clock::now() - eval_start;
     }
-    if (config_.checkpoint_every > 0 && (step + 1) % config_.checkpoint_every == 0 && !last) save_checkpoint(step + 1);
+    if (checkpoint_due) save_checkpoint(step + 1);
     if (hook_ && hook_->stop_requested()) {
       log("peer ", rank_, ": stopping after step ", step + 1, " (leaving the run)");
       total_steps_ = step + 1;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -100,14 +101,19 @@ class Trainer {
   // The "live step ..." line for gossip-launch's terminal view (see live_ticker.h).
   void log_live(int64_t step, const model::BatchStats& interval, double secs);
   void stretch_step(std::chrono::steady_clock::time_point step_start);
+  // Adds the training loss and hits of the steps since the last call up to `step` (the
+  // backend's tally) to each of `sums`; throws gossip::Error naming those steps when the loss is
+  // not finite.
+  void take_loss_tally(int64_t step, std::initializer_list<model::BatchStats*> sums);
 
   RunConfig config_;
   int rank_;
   int n_;
   int64_t start_step_ = 0;
+  int64_t tally_from_ = 0;  // the first step whose loss take_loss_tally has not read
   StepHook* hook_;  // owned by the caller, outlives the trainer
+  std::unique_ptr<kernels::Backend> backend_;  // first: the source and the model hold its memory
   std::unique_ptr<BatchSource> source_;
-  std::unique_ptr<kernels::Backend> backend_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<model::Optimizer> optimizer_;
   int64_t steps_per_epoch_ = 0;

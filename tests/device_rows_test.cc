@@ -1,0 +1,89 @@
+// model::DeviceRows: a data set's rows gathered in a backend's memory give the batch
+// Dataset::gather gives on the host (stored bytes through their value table, or floats); on a
+// device the data goes up once and a batch then costs only its row numbers' upload; on the host
+// nothing is copied.
+#include "model/device_rows.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "counting_device_backend.h"
+#include "kernels/backend.h"
+#include "model/dataset.h"
+
+namespace gossip::model {
+namespace {
+
+// 50 rows of 12 byte features (value v stands for v/255 − 0.3), 5 classes.
+Dataset byte_rows(std::vector<uint8_t>& storage) {
+  Dataset d;
+  d.rows = 50, d.cols = 12, d.classes = 5;
+  storage.resize(size_t(d.rows) * d.cols);
+  for (size_t i = 0; i < storage.size(); ++i) storage[i] = static_cast<uint8_t>((i * 37 + 11) % 256);
+  d.bytes = storage.data();
+  for (int v = 0; v < 256; ++v) d.byte_value[v] = float(v) / 255.0f - 0.3f;
+  for (int r = 0; r < d.rows; ++r) d.y.push_back((r * 3) % d.classes);
+  return d;
+}
+
+Dataset float_rows() {
+  Dataset d;
+  d.rows = 40, d.cols = 7, d.classes = 3;
+  d.floats.resize(size_t(d.rows) * d.cols);
+  for (size_t i = 0; i < d.floats.size(); ++i) d.floats[i] = float(i) * 0.25f - 3.0f;
+  for (int r = 0; r < d.rows; ++r) d.y.push_back(r % d.classes);
+  return d;
+}
+
+void expect_same_batch(kernels::Backend& backend, const Dataset& d, const std::vector<int64_t>& rows,
+                       const Batch& b) {
+  ASSERT_TRUE(b.on_device);
+  ASSERT_EQ(b.rows, int(rows.size()));
+  std::vector<float> want_x(rows.size() * d.cols), got_x(want_x.size());
+  std::vector<int32_t> want_y(rows.size()), got_y(rows.size());
+  d.gather(rows, 0, int(rows.size()), want_x.data(), want_y.data());
+  backend.download(got_x.data(), b.x, got_x.size() * sizeof(float));
+  backend.download(got_y.data(), b.labels, got_y.size() * sizeof(int32_t));
+  EXPECT_EQ(got_x, want_x);
+  EXPECT_EQ(got_y, want_y);
+}
+
+TEST(DeviceRows, OnADeviceTheDataGoesUpOnceAndABatchCostsItsRowNumbers) {
+  std::vector<uint8_t> storage;
+  for (const bool bytes : {true, false}) {
+    const Dataset d = bytes ? byte_rows(storage) : float_rows();
+    testing::CountingDeviceBackend backend;
+    DeviceRows rows(backend, d);
+    const uint64_t data_bytes =
+        bytes ? uint64_t(d.rows) * d.cols + 256 * sizeof(float) : uint64_t(d.rows) * d.cols * sizeof(float);
+    EXPECT_EQ(backend.transfers().host_to_device, data_bytes + d.rows * sizeof(int32_t)) << "bytes " << bytes;
+    for (const std::vector<int64_t>& picked : {std::vector<int64_t>{3, 0, 17, 17, 39}, std::vector<int64_t>{1, 2}}) {
+      const uint64_t before = backend.transfers().host_to_device;
+      std::vector<int32_t> ids(picked.begin(), picked.end());
+      const Batch b = rows.gather(ids.data(), int(ids.size()));
+      EXPECT_EQ(backend.transfers().host_to_device - before, ids.size() * sizeof(int32_t)) << "bytes " << bytes;
+      expect_same_batch(backend, d, picked, b);
+    }
+  }
+}
+
+TEST(DeviceRows, OnTheHostNothingIsCopied) {
+  std::vector<uint8_t> storage;
+  const Dataset d = byte_rows(storage);
+  auto backend = kernels::make_cpu_backend();
+  DeviceRows rows(*backend, d);
+  const std::vector<int64_t> picked{49, 0, 25};
+  std::vector<int32_t> ids(picked.begin(), picked.end());
+  expect_same_batch(*backend, d, picked, rows.gather(ids.data(), 3));
+  storage[25 * d.cols] = static_cast<uint8_t>(storage[25 * d.cols] + 1);  // the data set's own memory is read
+  const Batch again = rows.gather(ids.data(), 3);
+  float first;
+  backend->download(&first, again.x + 2 * d.cols, sizeof first);
+  EXPECT_EQ(first, d.byte_value[storage[25 * d.cols]]);
+}
+
+}  // namespace
+}  // namespace gossip::model
