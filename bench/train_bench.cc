@@ -1,7 +1,7 @@
 // Local training throughput of one peer (no communication): forward + backward + optimiser step
 // of a model on pre-generated random batches, with a fixed number of BLAS threads, as the peer
-// trains: rows gathered in the backend's memory (model::DeviceRows; a GPT's tokens come from the
-// host, as the text source's do) and the loss summed there (read once at the end). Prints one
+// trains: rows or text windows gathered in the backend's memory (model::DeviceRows, DeviceText)
+// and the loss summed there (read once at the end). Prints one
 // line: "gossip <model> batch <b> threads <t> samples/s <x>" (a GPT adds "tokens/s <y>"; a device
 // backend adds its host<->device MB per step).
 #include <chrono>
@@ -16,7 +16,7 @@
 #include "common/flags.h"
 #include "kernels/backend.h"
 #include "model/dataset.h"
-#include "model/device_rows.h"
+#include "model/device_data.h"
 #include "model/optimizer.h"
 #include "model/presets.h"
 
@@ -80,35 +80,32 @@ int run(int argc, char** argv) {
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
   const size_t features = size_t(in.c) * in.h * in.w, per_row = gpt ? size_t(config.context) : 1;
-  std::vector<std::vector<float>> xs(kBatches);
-  std::vector<std::vector<int32_t>> tokens(kBatches), labels(kBatches);
-  for (int b = 0; b < kBatches; ++b) {
-    if (gpt) {
-      for (size_t i = 0; i < batch * per_row; ++i) tokens[b].push_back(int32_t(rng() % 256));
-    } else {
-      for (size_t i = 0; i < batch * features; ++i) xs[b].push_back(normal(rng));
-    }
-    for (size_t i = 0; i < batch * per_row; ++i) labels[b].push_back(int32_t(rng() % (gpt ? 256 : in.classes)));
-  }
-  // The image and feature rows as a data set in the backend's memory, batch b its rows b·batch..
+  // The data in the backend's memory: image and feature rows (batch b is rows b·batch..), or a
+  // random text whose consecutive windows make the GPT's batches.
+  const int windows = kBatches * batch;
   gossip::model::Dataset rows;
-  std::unique_ptr<gossip::model::DeviceRows> on_backend;
-  std::vector<int32_t> row_ids(size_t(kBatches) * batch);
-  if (!gpt) {
-    rows.rows = kBatches * batch, rows.cols = int(features), rows.classes = in.classes;
-    for (int b = 0; b < kBatches; ++b) {
-      rows.floats.insert(rows.floats.end(), xs[b].begin(), xs[b].end());
-      rows.y.insert(rows.y.end(), labels[b].begin(), labels[b].end());
-    }
-    for (size_t i = 0; i < row_ids.size(); ++i) row_ids[i] = int32_t(i);
-    on_backend = std::make_unique<gossip::model::DeviceRows>(*backend, rows);
+  std::vector<uint8_t> text;
+  std::unique_ptr<gossip::model::DeviceRows> row_data;
+  std::unique_ptr<gossip::model::DeviceText> text_data;
+  std::vector<int32_t> row_ids(windows);
+  std::vector<int64_t> starts(windows);
+  if (gpt) {
+    for (size_t i = 0; i < size_t(windows) * (per_row + 1); ++i) text.push_back(uint8_t(rng() % 256));
+    for (int w = 0; w < windows; ++w) starts[w] = int64_t(w) * int64_t(per_row + 1);
+    text_data = std::make_unique<gossip::model::DeviceText>(*backend, text);
+  } else {
+    rows.rows = windows, rows.cols = int(features), rows.classes = in.classes;
+    for (size_t i = 0; i < size_t(windows) * features; ++i) rows.floats.push_back(normal(rng));
+    for (int r = 0; r < windows; ++r) rows.y.push_back(int32_t(rng() % in.classes));
+    for (int r = 0; r < windows; ++r) row_ids[r] = r;
+    row_data = std::make_unique<gossip::model::DeviceRows>(*backend, rows);
   }
   auto step = [&](int i) {
-    const int b = i % kBatches;
+    const size_t first = size_t(i % kBatches) * batch;
     if (gpt)
-      model->train_batch({nullptr, tokens[b].data(), labels[b].data(), batch});
+      model->train_batch(text_data->gather(starts.data() + first, batch, config.context));
     else
-      model->train_batch(on_backend->gather(row_ids.data() + size_t(b) * batch, batch));
+      model->train_batch(row_data->gather(row_ids.data() + first, batch));
     optimizer->step(gpt ? 1e-4 : 0.01);
   };
   for (int i = 0; i < std::min(20, steps); ++i) step(i);  // warm-up

@@ -26,6 +26,7 @@ class CountingDeviceBackend final : public kernels::Backend {
   void fill(float* p, float v, size_t n) override { cpu_->fill(p, v, n); }
   void copy_bytes(void* dst, const void* src, size_t bytes) override { cpu_->copy_bytes(dst, src, bytes); }
   void gather_rows(const kernels::RowGather& g) override { cpu_->gather_rows(g); }
+  void gather_windows(const kernels::WindowGather& g) override { cpu_->gather_windows(g); }
   void synchronize() override {}
   kernels::TransferStats transfers() const override { return stats_; }
   void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, const float* b, float beta,

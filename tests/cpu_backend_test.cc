@@ -224,6 +224,19 @@ TEST(CpuBackend, GatherRowsFromBytesAndFloats) {
   EXPECT_EQ(x, (std::vector<float>{7, 8, 9, 1, 2, 3, 126.5f, 126, 125.5f})) << "two rows only";
 }
 
+TEST(CpuBackend, GatherWindowsTakesTokensAndNextByteTargets) {
+  CpuBackend be;
+  const std::vector<uint8_t> text{10, 11, 12, 13, 14, 15, 16};
+  const std::vector<int64_t> starts{4, 0, 1};
+  std::vector<int32_t> tokens(6, -1), targets(6, -1);
+  WindowGather g;
+  g.text = text.data(), g.starts = starts.data(), g.count = 3, g.context = 2;
+  g.tokens = tokens.data(), g.targets = targets.data();
+  be.gather_windows(g);
+  EXPECT_EQ(tokens, (std::vector<int32_t>{14, 15, 10, 11, 11, 12}));
+  EXPECT_EQ(targets, (std::vector<int32_t>{15, 16, 11, 12, 12, 13}));
+}
+
 // The tally holds the sum of the batches' LossResults and is read once.
 TEST(CpuBackend, LossTallyAddsWhatSoftmaxXentReturns) {
   CpuBackend be;

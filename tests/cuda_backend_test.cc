@@ -254,7 +254,7 @@ TEST_F(CudaVsCpu, ArithmeticOnLargeArrays) {
   EXPECT_NEAR(gpu_->norm2(dy, n), cpu_->norm2(y.data(), n), 1e-5 * cpu_->norm2(y.data(), n));
 }
 
-// The data path's kernels: gather_rows from bytes and from floats, copy_bytes, and the loss
+// The data path's kernels: gather_rows from bytes and from floats, gather_windows, copy_bytes, and the loss
 // tally (the sum of what softmax_xent returns, read once) against the CPU's.
 TEST_F(CudaVsCpu, GatherRowsCopyAndLossTallyAgreeWithTheCpu) {
   const int data_rows = 3000, cols = 784, count = 128;
@@ -290,6 +290,23 @@ TEST_F(CudaVsCpu, GatherRowsCopyAndLossTallyAgreeWithTheCpu) {
     gpu_->download(got_y.data(), dy.get(), count * 4);
     EXPECT_EQ(got_y, y);
   }
+  std::vector<int64_t> starts(count);
+  for (int i = 0; i < count; ++i) starts[i] = (int64_t(i) * 104729) % int64_t(bytes.size() - 40);
+  DeviceArray<int64_t> dstarts(*gpu_, starts.size());
+  DeviceArray<int32_t> dtokens(*gpu_, size_t(count) * 32), dtargets(*gpu_, size_t(count) * 32);
+  gpu_->upload(dstarts.get(), starts.data(), starts.size() * 8);
+  std::vector<int32_t> tokens(size_t(count) * 32), targets(tokens.size()), got(tokens.size());
+  WindowGather w;
+  w.text = bytes.data(), w.starts = starts.data(), w.count = count, w.context = 32;
+  w.tokens = tokens.data(), w.targets = targets.data();
+  cpu_->gather_windows(w);
+  w.text = dbytes.get(), w.starts = dstarts.get(), w.tokens = dtokens.get(), w.targets = dtargets.get();
+  gpu_->gather_windows(w);
+  gpu_->download(got.data(), dtokens.get(), got.size() * 4);
+  EXPECT_EQ(got, tokens);
+  gpu_->download(got.data(), dtargets.get(), got.size() * 4);
+  EXPECT_EQ(got, targets);
+
   on_gpu(std::vector<float>(size_t(count) * cols));
   gpu_->copy_bytes(last(), dx, size_t(count) * cols * 4);
   EXPECT_EQ(fetch(last(), size_t(count) * cols), fetch(dx, size_t(count) * cols));

@@ -100,6 +100,16 @@ struct RowGather {
   int32_t* y = nullptr;
 };
 
+// Windows of a text in a backend's memory gathered into a language model's batch:
+//   tokens[i][t] = text[starts[i] + t],  targets[i][t] = text[starts[i] + t + 1],  t < context.
+struct WindowGather {
+  const uint8_t* text = nullptr;
+  const int64_t* starts = nullptr;  // [count]
+  int count = 0, context = 0;
+  int32_t* tokens = nullptr;   // [count][context]
+  int32_t* targets = nullptr;  // [count][context]
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -119,6 +129,7 @@ class Backend {
   // Within this backend's memory (nothing crosses to the host).
   virtual void copy_bytes(void* dst, const void* src, size_t bytes) = 0;
   virtual void gather_rows(const RowGather& g) = 0;
+  virtual void gather_windows(const WindowGather& g) = 0;
   virtual void synchronize() = 0;
   virtual TransferStats transfers() const { return {}; }
 

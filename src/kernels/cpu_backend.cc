@@ -130,6 +130,18 @@ void CpuBackend::tally_softmax_xent(const float* logits, const int32_t* labels, 
   tally_.correct += r.correct;
 }
 
+void CpuBackend::gather_windows(const WindowGather& g) {
+  for (int i = 0; i < g.count; ++i) {
+    const uint8_t* in = g.text + g.starts[i];
+    int32_t* tokens = g.tokens + size_t(i) * g.context;
+    int32_t* targets = g.targets + size_t(i) * g.context;
+    for (int t = 0; t < g.context; ++t) {
+      tokens[t] = in[t];
+      targets[t] = in[t + 1];
+    }
+  }
+}
+
 LossTally CpuBackend::take_tally() { return std::exchange(tally_, LossTally{}); }
 
 void CpuBackend::sgd_update(float* w, const float* g, float* v, size_t n, float lr, float momentum,

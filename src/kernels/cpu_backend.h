@@ -20,6 +20,7 @@ class CpuBackend final : public Backend {
   void fill(float* p, float value, size_t n) override;
   void copy_bytes(void* dst, const void* src, size_t bytes) override;
   void gather_rows(const RowGather& g) override;
+  void gather_windows(const WindowGather& g) override;
   void synchronize() override {}
 
   void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,

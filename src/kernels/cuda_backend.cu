@@ -90,6 +90,10 @@ class CudaBackend final : public Backend {
   void copy_bytes(void* dst, const void* src, size_t bytes) override {
     if (bytes) GOSSIP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()));
   }
+  void gather_windows(const WindowGather& g) override {
+    cuda::gather_windows(g.text, g.starts, g.count, g.context, g.tokens, g.targets, stream());
+    check_launch();
+  }
   void gather_rows(const RowGather& g) override {
     cuda::gather_rows(g.bytes, g.table, g.floats, g.labels, g.cols, g.rows, g.count, g.x, g.y, stream());
     check_launch();

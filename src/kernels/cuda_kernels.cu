@@ -145,6 +145,16 @@ __global__ void gather_rows_kernel(const uint8_t* bytes, const float* table, con
   }
 }
 
+__global__ void gather_windows_kernel(const uint8_t* text, const int64_t* starts, int count, int context,
+                                      int32_t* tokens, int32_t* targets) {
+  const size_t n = size_t(count) * context;
+  for (size_t k = blockIdx.x * size_t(blockDim.x) + threadIdx.x; k < n; k += size_t(gridDim.x) * blockDim.x) {
+    const size_t from = size_t(starts[k / context]) + k % context;
+    tokens[k] = text[from];
+    targets[k] = text[from + 1];
+  }
+}
+
 // Q(x): x rounded to bf16 (kernels/bf16.h's to_bf16, bit for bit) and widened back.
 __device__ float round_bf16(float f) {
   const unsigned u = __float_as_uint(f);
@@ -267,6 +277,11 @@ void gather_rows(const uint8_t* bytes, const float* table, const float* floats, 
                  const int32_t* rows, int count, float* x, int32_t* y, cudaStream_t s) {
   const size_t n = size_t(count) * cols;
   if (n) gather_rows_kernel<<<blocks_for(n), kThreads, 0, s>>>(bytes, table, floats, labels, cols, rows, count, x, y);
+}
+void gather_windows(const uint8_t* text, const int64_t* starts, int count, int context, int32_t* tokens,
+                    int32_t* targets, cudaStream_t s) {
+  const size_t n = size_t(count) * context;
+  if (n) gather_windows_kernel<<<blocks_for(n), kThreads, 0, s>>>(text, starts, count, context, tokens, targets);
 }
 void fill(float* p, float value, size_t n, cudaStream_t s) {
   if (n) fill_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, value, n);

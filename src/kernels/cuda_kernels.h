@@ -17,6 +17,9 @@ inline unsigned blocks_for(size_t n) {
 }
 
 void fill(float* p, float value, size_t n, cudaStream_t stream);
+// Backend::gather_windows: tokens[i][t] = text[starts[i] + t], targets[i][t] = text[starts[i] + t + 1].
+void gather_windows(const uint8_t* text, const int64_t* starts, int count, int context, int32_t* tokens,
+                    int32_t* targets, cudaStream_t stream);
 // Backend::gather_rows: x[i][c] = bytes ? table[bytes[rows[i]][c]] : floats[rows[i]][c]; y[i] = labels[rows[i]].
 void gather_rows(const uint8_t* bytes, const float* table, const float* floats, const int32_t* labels, int cols,
                  const int32_t* rows, int count, float* x, int32_t* y, cudaStream_t stream);

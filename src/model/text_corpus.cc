@@ -57,15 +57,21 @@ BytePart text_part(size_t bytes, int n, int rank) {
   return {bytes * ur / un, bytes * (ur + 1) / un};
 }
 
-void sample_windows(const std::vector<uint8_t>& text, BytePart part, int context, int batch, std::mt19937_64& rng,
-                    int32_t* tokens, int32_t* targets) {
+void draw_windows(size_t text_bytes, BytePart part, int context, int batch, std::mt19937_64& rng, int64_t* starts) {
   const size_t window = static_cast<size_t>(context) + 1;
-  if (part.end > text.size() || part.begin > part.end || part.end - part.begin < window)
+  if (part.end > text_bytes || part.begin > part.end || part.end - part.begin < window)
     throw Error("text data", "a part of " + std::to_string(part.end - part.begin) + " bytes cannot hold a window of " +
                                  std::to_string(window) + " (context + 1) bytes");
   std::uniform_int_distribution<size_t> start(part.begin, part.end - window);
+  for (int b = 0; b < batch; ++b) starts[b] = static_cast<int64_t>(start(rng));
+}
+
+void sample_windows(const std::vector<uint8_t>& text, BytePart part, int context, int batch, std::mt19937_64& rng,
+                    int32_t* tokens, int32_t* targets) {
+  std::vector<int64_t> starts(static_cast<size_t>(batch));
+  draw_windows(text.size(), part, context, batch, rng, starts.data());
   for (int b = 0; b < batch; ++b) {
-    const size_t s = start(rng);
+    const size_t s = static_cast<size_t>(starts[b]);
     for (int t = 0; t < context; ++t) {
       tokens[size_t(b) * context + t] = text[s + t];
       targets[size_t(b) * context + t] = text[s + t + 1];

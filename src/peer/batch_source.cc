@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "common/error.h"
-#include "model/device_rows.h"
+#include "model/device_data.h"
 #include "model/sharding.h"
 
 namespace gossip::peer {
@@ -141,10 +141,19 @@ class TextSource final : public BatchSource {
     rng_.seed(config_.seed ^ (uint64_t(rank) << 32) ^ (++reshards_ * 0x9E3779B97F4A7C15ull));
   }
 
-  model::Batch next(int rows, bool /*gather*/) override {
+  model::Batch next(int rows, bool gather) override {
     reserve(rows);  // drawing the windows is the position: resume draws them too
-    model::sample_windows(corpus_.train, part_, context_, rows, rng_, tokens_.data(), targets_.data());
-    return {nullptr, tokens_.data(), targets_.data(), rows};
+    if (!device_text_) {
+      model::sample_windows(corpus_.train, part_, context_, rows, rng_, tokens_.data(), targets_.data());
+      return {nullptr, tokens_.data(), targets_.data(), rows};
+    }
+    model::draw_windows(corpus_.train.size(), part_, context_, rows, rng_, starts_.data());
+    if (!gather) return {};
+    return device_text_->gather(starts_.data(), rows, context_);
+  }
+
+  void place_on(kernels::Backend& backend) override {
+    device_text_ = std::make_unique<model::DeviceText>(backend, corpus_.train);
   }
 
   void for_each_eval_batch(int rows, const std::function<void(const model::Batch&)>& f) override {
@@ -175,6 +184,7 @@ class TextSource final : public BatchSource {
     if (tokens_.size() < size_t(rows) * context_) {
       tokens_.resize(size_t(rows) * context_);
       targets_.resize(size_t(rows) * context_);
+      starts_.resize(rows);
     }
   }
 
@@ -185,6 +195,8 @@ class TextSource final : public BatchSource {
   std::mt19937_64 rng_;
   uint64_t reshards_ = 0;
   std::vector<int32_t> tokens_, targets_;
+  std::vector<int64_t> starts_;                     // with device_text_: the batch's windows
+  std::unique_ptr<model::DeviceText> device_text_;  // the training text in the model's memory (place_on)
 };
 
 }  // namespace

@@ -28,9 +28,9 @@ class BatchSource {
   // next call); gather = false only advances the position, as the same call would (resume).
   virtual model::Batch next(int rows, bool gather) = 0;
   // Training batches from now on come from a copy of the data in `backend`'s memory, gathered
-  // there (model::DeviceRows; Batch::on_device), where this source can: labelled rows can, the
-  // text source keeps host batches. `backend` must outlive the source's use of it.
-  virtual void place_on(kernels::Backend& backend) { (void)backend; }
+  // there (model::DeviceRows, DeviceText; Batch::on_device). `backend` must outlive the source's
+  // use of it.
+  virtual void place_on(kernels::Backend& backend) = 0;
   // The whole test (validation) set in batches of at most `rows` rows.
   virtual void for_each_eval_batch(int rows, const std::function<void(const model::Batch&)>& f) = 0;
   // Predictions in one epoch of the whole training set (rows, or bytes for text) and per row.

@@ -1,4 +1,4 @@
-#include "model/device_rows.h"
+#include "model/device_data.h"
 
 namespace gossip::model {
 namespace {
@@ -33,6 +33,38 @@ DeviceRows::DeviceRows(kernels::Backend& backend, const Dataset& data) : backend
   from_.table = table_copy_.get();
   from_.floats = floats_copy_.get();
   from_.labels = labels_copy_.get();
+}
+
+DeviceText::DeviceText(kernels::Backend& backend, const std::vector<uint8_t>& text)
+    : backend_(&backend), text_(text.data()) {
+  if (backend.is_host()) return;
+  text_copy_ = uploaded(backend, text.data(), text.size());
+  text_ = text_copy_.get();
+}
+
+Batch DeviceText::gather(const int64_t* starts, int count, int context) {
+  const size_t values = size_t(count) * context;
+  if (tokens_.size() < values) {
+    tokens_ = kernels::DeviceArray<int32_t>(*backend_, values);
+    targets_ = kernels::DeviceArray<int32_t>(*backend_, values);
+  }
+  if (starts_.size() < size_t(count) && !backend_->is_host())
+    starts_ = kernels::DeviceArray<int64_t>(*backend_, size_t(count));
+  kernels::WindowGather g;
+  g.text = text_;
+  g.starts = starts;
+  if (!backend_->is_host()) {
+    backend_->upload(starts_.get(), starts, size_t(count) * sizeof(int64_t));
+    g.starts = starts_.get();
+  }
+  g.count = count;
+  g.context = context;
+  g.tokens = tokens_.get();
+  g.targets = targets_.get();
+  backend_->gather_windows(g);
+  Batch b{nullptr, tokens_.get(), targets_.get(), count};
+  b.on_device = true;
+  return b;
 }
 
 Batch DeviceRows::gather(const int32_t* rows, int count) {

@@ -1,8 +1,8 @@
-// model::DeviceRows: a data set's rows gathered in a backend's memory give the batch
-// Dataset::gather gives on the host (stored bytes through their value table, or floats); on a
-// device the data goes up once and a batch then costs only its row numbers' upload; on the host
+// model::DeviceRows and DeviceText: a data set's rows (a text's windows) gathered in a backend's
+// memory give the batch Dataset::gather (sample_windows) gives on the host; on a device the data
+// goes up once and a batch then costs only its row numbers' (window starts') upload; on the host
 // nothing is copied.
-#include "model/device_rows.h"
+#include "model/device_data.h"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +13,7 @@
 #include "counting_device_backend.h"
 #include "kernels/backend.h"
 #include "model/dataset.h"
+#include "model/text_corpus.h"
 
 namespace gossip::model {
 namespace {
@@ -83,6 +84,35 @@ TEST(DeviceRows, OnTheHostNothingIsCopied) {
   float first;
   backend->download(&first, again.x + 2 * d.cols, sizeof first);
   EXPECT_EQ(first, d.byte_value[storage[25 * d.cols]]);
+}
+
+// Windows of a text: the tokens and next-byte targets sample_windows draws with the same
+// generator, the text uploaded once and 8 bytes a window per batch.
+TEST(DeviceText, OnADeviceTheTextGoesUpOnceAndABatchCostsItsWindowStarts) {
+  std::vector<uint8_t> text(5000);
+  for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<uint8_t>((i * 29 + i / 7) % 251);
+  testing::CountingDeviceBackend backend;
+  DeviceText on_device(backend, text);
+  EXPECT_EQ(backend.transfers().host_to_device, text.size());
+  const BytePart part{1000, 3000};
+  const int context = 16, count = 9;
+  std::mt19937_64 draws(7), reference(7);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<int64_t> starts(count);
+    draw_windows(text.size(), part, context, count, draws, starts.data());
+    const uint64_t before = backend.transfers().host_to_device;
+    const Batch b = on_device.gather(starts.data(), count, context);
+    EXPECT_EQ(backend.transfers().host_to_device - before, count * sizeof(int64_t));
+    ASSERT_TRUE(b.on_device);
+    EXPECT_EQ(b.rows, count);
+    std::vector<int32_t> want_tokens(size_t(count) * context), want_targets(want_tokens.size());
+    std::vector<int32_t> tokens(want_tokens.size()), targets(want_tokens.size());
+    sample_windows(text, part, context, count, reference, want_tokens.data(), want_targets.data());
+    backend.download(tokens.data(), b.tokens, tokens.size() * sizeof(int32_t));
+    backend.download(targets.data(), b.labels, targets.size() * sizeof(int32_t));
+    EXPECT_EQ(tokens, want_tokens) << "round " << round;
+    EXPECT_EQ(targets, want_targets) << "round " << round;
+  }
 }
 
 }  // namespace
