@@ -11,15 +11,6 @@
 
 namespace gossip::peer {
 
-std::shared_ptr<const std::vector<float>> SnapshotPool::copy(const float* x, size_t n, float scale) {
-  std::shared_ptr<std::vector<float>> buf = buffer(n);
-  if (scale == 1.0f) {
-    if (n) std::memcpy(buf->data(), x, n * sizeof(float));
-  } else {
-    for (size_t i = 0; i < n; ++i) (*buf)[i] = scale * x[i];
-  }
-  return buf;
-}
 
 namespace {
 

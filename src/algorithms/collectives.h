@@ -21,8 +21,6 @@ class SnapshotPool {
   std::shared_ptr<std::vector<float>> buffer(size_t n);
   // The same for n bf16 values.
   std::shared_ptr<std::vector<uint16_t>> bf16_buffer(size_t n);
-  // A shared copy of x[0, n), optionally scaled by `scale`.
-  std::shared_ptr<const std::vector<float>> copy(const float* x, size_t n, float scale = 1.0f);
 
  private:
   std::vector<std::shared_ptr<std::vector<float>>> buffers_;
