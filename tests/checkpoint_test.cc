@@ -18,12 +18,12 @@ using testing::capture_all;
 using testing::run_command;
 using testing::TempDir;
 
-Checkpoint sample(int64_t step) {
+Checkpoint sample(int64_t step, uint32_t epoch = 0) {
   Checkpoint c;
   c.step = step;
-  c.epoch = 3;
-  c.rank = 1;
-  c.peers = 4;
+  c.epoch = epoch;
+  c.rank = epoch ? 0 : 1;  // after a view change, member 1 may be rank 0
+  c.peers = epoch ? 3 : 4;
   for (int i = 0; i < 1000; ++i) {
     c.params.push_back(0.001f * i + step);
     c.optimizer_state.push_back(-0.5f * i);
@@ -34,15 +34,15 @@ Checkpoint sample(int64_t step) {
 
 TEST(Checkpoint, RoundTripsEveryField) {
   TempDir dir;
-  const Checkpoint c = sample(7);
-  write_checkpoint(dir.path(), c);
+  const Checkpoint c = sample(7, 3);
+  write_checkpoint(dir.path(), 1, c);
   std::string problem;
-  std::optional<Checkpoint> back = read_checkpoint(checkpoint_path(dir.path(), 1, 7), &problem);
+  std::optional<Checkpoint> back = read_checkpoint(checkpoint_path(dir.path(), 1, 7, 3), &problem);
   ASSERT_TRUE(back) << problem;
   EXPECT_EQ(back->step, 7);
   EXPECT_EQ(back->epoch, 3u);
-  EXPECT_EQ(back->rank, 1);
-  EXPECT_EQ(back->peers, 4);
+  EXPECT_EQ(back->rank, 0);
+  EXPECT_EQ(back->peers, 3);
   EXPECT_EQ(back->params, c.params);
   EXPECT_EQ(back->optimizer_state, c.optimizer_state);
   EXPECT_EQ(back->extra, c.extra);
@@ -50,17 +50,40 @@ TEST(Checkpoint, RoundTripsEveryField) {
 
 TEST(Checkpoint, KeepsTheNewestTwoAndLeavesNoTemporaryFile) {
   TempDir dir;
-  for (int64_t s : {10, 20, 30, 40}) write_checkpoint(dir.path(), sample(s));
+  for (int64_t s : {10, 20, 30, 40}) write_checkpoint(dir.path(), 1, sample(s));
   EXPECT_EQ(list_checkpoints(dir.path(), 1), (std::vector<int64_t>{40, 30}));
   EXPECT_TRUE(list_checkpoints(dir.path(), 0).empty());  // other ranks' files are separate
   for (const auto& e : std::filesystem::directory_iterator(dir.path()))
     EXPECT_EQ(e.path().extension(), ".ckpt") << e.path();
 }
 
+// Member 1 became rank 0 of 3 at a view change: its later checkpoints are named by its id and
+// epoch, kept apart (the newest two), and neither delete its resumable ones nor touch member 0's.
+TEST(Checkpoint, AfterAViewChangeFilesAreNamedByIdAndKeptApart) {
+  TempDir dir;
+  write_checkpoint(dir.path(), 0, sample(20));
+  for (int64_t s : {10, 20}) write_checkpoint(dir.path(), 1, sample(s));
+  for (int64_t s : {30, 40, 50}) write_checkpoint(dir.path(), 1, sample(s, s < 50 ? 1 : 2));
+  EXPECT_EQ(list_checkpoints(dir.path(), 1), (std::vector<int64_t>{20, 10}));
+  EXPECT_EQ(list_later_checkpoints(dir.path(), 1), (std::vector<int64_t>{50, 40}));
+  EXPECT_EQ(list_checkpoints(dir.path(), 0), (std::vector<int64_t>{20}));
+  EXPECT_TRUE(list_later_checkpoints(dir.path(), 0).empty());
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/peer-1.epoch-2.step-50.ckpt"));
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/peer-1.epoch-1.step-40.ckpt"));
+  std::string problem;
+  std::optional<Checkpoint> mine = read_checkpoint(checkpoint_path(dir.path(), 0, 20), &problem);
+  ASSERT_TRUE(mine) << problem;
+  EXPECT_EQ(mine->rank, 1);  // member 0's file still holds what it wrote
+  std::optional<Checkpoint> resumable = newest_checkpoint(dir.path(), 1);
+  ASSERT_TRUE(resumable);
+  EXPECT_EQ(resumable->step, 20);
+  EXPECT_EQ(resumable->epoch, 0u);
+}
+
 TEST(Checkpoint, TruncatedOrDamagedFilesAreRefusedAndTheOlderOneIsUsed) {
   TempDir dir;
-  write_checkpoint(dir.path(), sample(10));
-  write_checkpoint(dir.path(), sample(20));
+  write_checkpoint(dir.path(), 1, sample(10));
+  write_checkpoint(dir.path(), 1, sample(20));
   const std::string newest = checkpoint_path(dir.path(), 1, 20);
   std::filesystem::resize_file(newest, std::filesystem::file_size(newest) - 100);
   std::string problem;
@@ -70,7 +93,7 @@ TEST(Checkpoint, TruncatedOrDamagedFilesAreRefusedAndTheOlderOneIsUsed) {
   ASSERT_TRUE(c);
   EXPECT_EQ(c->step, 10);
 
-  write_checkpoint(dir.path(), sample(30));  // now flip one byte in the middle of the newest
+  write_checkpoint(dir.path(), 1, sample(30));  // now flip one byte in the middle of the newest
   const std::string path = checkpoint_path(dir.path(), 1, 30);
   {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
@@ -128,8 +151,10 @@ TEST(CheckpointProcess, KilledAtRandomMomentsResumesToTheSameModel) {
   testing::CommandResult last;
   int kills = 0;
   for (int attempt = 0; attempt < 60; ++attempt) {
+    // The first kill comes early, so at least one lands even when the reference run was slowed
+    // down by other load (then every random delay could outlast a whole run).
     char limit[32];
-    std::snprintf(limit, sizeof(limit), "%.3f", delay(rng));
+    std::snprintf(limit, sizeof(limit), "%.3f", attempt ? delay(rng) : delay.a());
     const bool resume = !list_checkpoints(dir.path() + "/b", 0).empty();
     last = run_command(std::string("timeout -s KILL ") + limit + " " + testing::bin("gossip-peer") + " --config " +
                            killed + (resume ? " --resume" : ""),
@@ -144,6 +169,24 @@ TEST(CheckpointProcess, KilledAtRandomMomentsResumesToTheSameModel) {
   EXPECT_EQ(final_crcs(last.output), want) << last.output;
 }
 
+// Starts the three ring peers of `config` (checkpoints in `ckpt_dir`) as separate processes, each
+// logging to DIR/peer-R.log, with `flags` added; waits until every one has written a checkpoint.
+bool start_three_until_each_checkpointed(const TempDir& dir, const std::string& config, const std::string& ckpt_dir,
+                                         const std::string& flags = "") {
+  std::filesystem::create_directories(dir.path() + "/rv");
+  std::string group;
+  for (int r = 0; r < 3; ++r)
+    group += testing::bin("gossip-peer") + " --config " + config + " --rank " + std::to_string(r) + flags +
+             " --rendezvous " + dir.path() + "/rv > " + dir.path() + "/peer-" + std::to_string(r) + ".log 2>&1 & ";
+  if (std::system(group.c_str()) != 0) return false;
+  for (int i = 0; i < 600; ++i, ::usleep(20000)) {
+    bool all = true;
+    for (int r = 0; r < 3; ++r) all &= !list_checkpoints(ckpt_dir, r).empty();
+    if (all) return true;
+  }
+  return false;
+}
+
 // Three ring peers SIGKILLed together (each may have got one checkpoint further than another),
 // then relaunched with --resume: they agree on the newest step all of them have and finish with
 // exactly the models of an uninterrupted run.
@@ -155,32 +198,26 @@ TEST(CheckpointProcess, GroupKilledTogetherResumesFromTheNewestCommonStep) {
   if (HasFailure()) return;
 
   const std::string killed = dir.write("killed.yaml", yaml(3, dir.path() + "/b", 5, 30));
-  std::filesystem::create_directories(dir.path() + "/rv");
-  std::string group;
-  for (int r = 0; r < 3; ++r)
-    group += testing::bin("gossip-peer") + " --config " + killed + " --rank " + std::to_string(r) + " --rendezvous " +
-             dir.path() + "/rv > " + dir.path() + "/cut-" + std::to_string(r) + ".log 2>&1 & ";
-  ASSERT_EQ(std::system(group.c_str()), 0);
   // Once every peer has written a checkpoint, SIGKILL all of them a random moment later.
-  bool all = false;
-  for (int i = 0; i < 600 && !all; ++i) {
-    all = true;
-    for (int r = 0; r < 3; ++r) all &= !list_checkpoints(dir.path() + "/b", r).empty();
-    ::usleep(20000);
-  }
+  const bool all = start_three_until_each_checkpointed(dir, killed, dir.path() + "/b");
   std::mt19937 rng(std::random_device{}());
   ::usleep(std::uniform_int_distribution<int>(0, 300000)(rng));
   run_command("pkill -KILL -f '[g]ossip-peer --config " + killed + "'", 10);
-  ASSERT_TRUE(all) << testing::read_file(dir.path() + "/cut-0.log");
+  ASSERT_TRUE(all) << testing::read_file(dir.path() + "/peer-0.log");
   for (int i = 0; i < 100 && !run_command("pgrep -f '[g]ossip-peer --config " + killed + "'", 10).output.empty(); ++i)
     ::usleep(50000);
-  ASSERT_EQ(capture_all(testing::read_file(dir.path() + "/cut-0.log"), R"(final: peer (\d+))").size(), 0u)
+  ASSERT_EQ(capture_all(testing::read_file(dir.path() + "/peer-0.log"), R"(final: peer (\d+))").size(), 0u)
       << "the run ended before the kill";
 
-  // As if peer 2 had been killed inside its latest write: the others must step back with it.
-  const std::vector<int64_t> p2 = list_checkpoints(dir.path() + "/b", 2);
-  if (p2.size() == 2) std::filesystem::remove(checkpoint_path(dir.path() + "/b", 2, p2[0]));
-  std::string newest = "newest checkpoints (peer 2's newest removed):";
+  // As if the peer furthest on had been killed inside its latest write: the others must step
+  // back with it. (Only the furthest can have been: ring gossip lets no peer finish more than a
+  // step or two beyond its neighbours, so none could have written a later checkpoint meanwhile.)
+  int furthest = 0;
+  for (int r = 1; r < 3; ++r)
+    if (list_checkpoints(dir.path() + "/b", r)[0] >= list_checkpoints(dir.path() + "/b", furthest)[0]) furthest = r;
+  const std::vector<int64_t> own = list_checkpoints(dir.path() + "/b", furthest);
+  if (own.size() == 2) std::filesystem::remove(checkpoint_path(dir.path() + "/b", furthest, own[0]));
+  std::string newest = "newest checkpoints (peer " + std::to_string(furthest) + "'s newest removed):";
   int64_t common = 1 << 30;
   for (int r = 0; r < 3; ++r) {
     newest += " " + std::to_string(list_checkpoints(dir.path() + "/b", r)[0]);
@@ -193,6 +230,52 @@ TEST(CheckpointProcess, GroupKilledTogetherResumesFromTheNewestCommonStep) {
   EXPECT_TRUE(at[0] == at[1] && at[1] == at[2]) << resumed.output;
   EXPECT_EQ(at[0], double(common)) << resumed.output;
   std::printf("%s; all resumed at step %g\n", newest.c_str(), at[0]);
+  EXPECT_EQ(final_crcs(resumed.output), want) << resumed.output;
+}
+
+// Peer 0 crashes; peers 1 and 2 carry on as ranks 0 and 1 of a new membership and write
+// checkpoints there until they finish. Peer 0's files are still its own, and --resume restarts
+// the YAML's membership from the newest step all three wrote before the change, ending with
+// exactly the models of an uninterrupted run.
+TEST(CheckpointProcess, AfterACrashAndAViewChangeTheRunStillResumes) {
+  TempDir dir;
+  const std::string straight = dir.write("straight.yaml", yaml(3, dir.path() + "/a", 5, 30));
+  std::vector<std::string> want;
+  uninterrupted(testing::bin("gossip-launch") + " " + straight, 3, &want);
+  if (HasFailure()) return;
+
+  const std::string b = dir.path() + "/b", crashed = dir.write("crashed.yaml", yaml(3, b, 5, 30));
+  // Paced (3 ms a step), so the crash comes early in the run.
+  const bool all = start_three_until_each_checkpointed(dir, crashed, b, " --min-step-ms 3");
+  run_command("pkill -KILL -f '[g]ossip-peer --config " + crashed + " --rank 0 '", 10);
+  ASSERT_TRUE(all) << testing::read_file(dir.path() + "/peer-0.log");
+  for (int i = 0; i < 600 && !run_command("pgrep -f '[g]ossip-peer --config " + crashed + "'", 10).output.empty(); ++i)
+    ::usleep(100000);
+  const std::string survivor = testing::read_file(dir.path() + "/peer-1.log");
+  ASSERT_NE(survivor.find("final: peer 1"), std::string::npos) << survivor;
+
+  std::string problem;
+  for (int id : {1, 2}) {
+    const std::vector<int64_t> later = list_later_checkpoints(b, id);
+    ASSERT_FALSE(later.empty()) << survivor;
+    const std::optional<Checkpoint> c = read_checkpoint(checkpoint_path(b, id, later[0], 1), &problem);
+    ASSERT_TRUE(c) << problem;
+    EXPECT_EQ(c->rank, id - 1);
+    EXPECT_EQ(c->peers, 2);
+  }
+  int64_t common = 1 << 30;
+  for (int id : {0, 1, 2}) {
+    const std::optional<Checkpoint> c = newest_checkpoint(b, id);
+    ASSERT_TRUE(c) << "member " << id << "'s checkpoints of the YAML's membership are gone";
+    EXPECT_EQ(c->rank, id);
+    EXPECT_EQ(c->epoch, 0u);
+    common = std::min(common, c->step);
+  }
+  const testing::CommandResult resumed = run_command(testing::bin("gossip-launch") + " --resume " + crashed, 150);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(capture_all(resumed.output, R"(resumed from \S+ at step (\d+))"), std::vector<double>(3, double(common)))
+      << resumed.output;
+  EXPECT_EQ(capture_all(resumed.output, R"(checkpoints up to step (\d+) were written after the membership changed)").size(), 2u) << resumed.output;
   EXPECT_EQ(final_crcs(resumed.output), want) << resumed.output;
 }
 
@@ -248,6 +331,27 @@ std::string state_case_name(const ::testing::TestParamInfo<StateCase>& info) {
   return names[info.index];
 }
 INSTANTIATE_TEST_SUITE_P(Algorithms, AlgorithmStateResume, ::testing::ValuesIn(kStateCases), state_case_name);
+
+// Peer 2 holds only the older of the two newest steps and peer 0 only the newer: they agree on
+// the older, which peer 0 no longer has, and it says so, naming its file.
+TEST(CheckpointProcess, ResumeWithoutTheCommonStepNamesTheMissingFile) {
+  TempDir dir;
+  const std::string d = dir.path() + "/c", y = dir.write("run.yaml", yaml(3, d, 5, 5));
+  std::vector<std::string> want;
+  uninterrupted(testing::bin("gossip-launch") + " " + y, 3, &want);
+  if (HasFailure()) return;
+  const std::vector<int64_t> steps = list_checkpoints(d, 0);
+  ASSERT_EQ(steps.size(), 2u);
+  std::filesystem::remove(checkpoint_path(d, 0, steps[1]));
+  std::filesystem::remove(checkpoint_path(d, 2, steps[0]));
+  const testing::CommandResult r = run_command(testing::bin("gossip-launch") + " --resume " + y, 60);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find(checkpoint_path(d, 0, steps[1]) + ": the peers' newest common checkpoint is step " +
+                          std::to_string(steps[1]) + ", but this peer's file of that step cannot be used: cannot "
+                          "open it: No such file or directory"),
+            std::string::npos)
+      << r.output;
+}
 
 TEST(CheckpointProcess, ResumeWithoutCheckpointsIsAClearError) {
   TempDir dir;

@@ -48,13 +48,35 @@ void fsync_or_throw(int fd, const std::string& path) {
   if (::fsync(fd) != 0) throw Error(path, std::string("fsync failed: ") + std::strerror(errno));
 }
 
-}  // namespace
-
-std::string checkpoint_path(const std::string& dir, int rank, int64_t step) {
-  return peer_path(dir, rank, ".step-" + std::to_string(step) + ".ckpt");
+// Member `id`'s checkpoint files of one kind (epoch 0, or `later` epochs): step and file name,
+// newest first.
+std::vector<std::pair<int64_t, std::string>> files_of(const std::string& dir, int id, bool later) {
+  std::vector<std::pair<int64_t, std::string>> files;
+  std::error_code ec;
+  const std::regex name("peer-" + std::to_string(id) + (later ? R"(\.epoch-\d+)" : "") + R"(\.step-(\d+)\.ckpt)");
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::smatch m;
+    const std::string file = it->path().filename().string();
+    if (std::regex_match(file, m, name)) files.emplace_back(std::stoll(m[1]), file);
+  }
+  std::sort(files.rbegin(), files.rend());
+  return files;
 }
 
-void write_checkpoint(const std::string& dir, const Checkpoint& c) {
+std::vector<int64_t> steps_of(const std::vector<std::pair<int64_t, std::string>>& files) {
+  std::vector<int64_t> steps;
+  for (const auto& f : files) steps.push_back(f.first);
+  return steps;
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& dir, int id, int64_t step, uint32_t epoch) {
+  const std::string later = epoch ? ".epoch-" + std::to_string(epoch) : "";
+  return peer_path(dir, id, later + ".step-" + std::to_string(step) + ".ckpt");
+}
+
+void write_checkpoint(const std::string& dir, int id, const Checkpoint& c) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error(dir, "cannot create the checkpoint directory: " + ec.message());
@@ -77,7 +99,7 @@ void write_checkpoint(const std::string& dir, const Checkpoint& c) {
   const uint32_t crc = crc32c(bytes.data(), bytes.size());
   append(bytes, &crc, sizeof(crc));
 
-  const std::string path = checkpoint_path(dir, c.rank, c.step), tmp = path + ".tmp";
+  const std::string path = checkpoint_path(dir, id, c.step, c.epoch), tmp = path + ".tmp";
   {
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) throw Error(tmp, std::string("cannot create the checkpoint: ") + std::strerror(errno));
@@ -96,27 +118,20 @@ void write_checkpoint(const std::string& dir, const Checkpoint& c) {
     ::fsync(dfd);
     ::close(dfd);
   }
-  const std::vector<int64_t> steps = list_checkpoints(dir, c.rank);
-  for (size_t i = kCheckpointsKept; i < steps.size(); ++i) fs::remove(checkpoint_path(dir, c.rank, steps[i]), ec);
+  const std::vector<std::pair<int64_t, std::string>> kind = files_of(dir, id, c.epoch != 0);
+  for (size_t i = kCheckpointsKept; i < kind.size(); ++i) fs::remove(fs::path(dir) / kind[i].second, ec);
 }
 
-std::vector<int64_t> list_checkpoints(const std::string& dir, int rank) {
-  std::vector<int64_t> steps;
-  std::error_code ec;
-  const std::regex name("peer-" + std::to_string(rank) + R"(\.step-(\d+)\.ckpt)");
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    std::smatch m;
-    const std::string file = it->path().filename().string();
-    if (std::regex_match(file, m, name)) steps.push_back(std::stoll(m[1]));
-  }
-  std::sort(steps.rbegin(), steps.rend());
-  return steps;
+std::vector<int64_t> list_checkpoints(const std::string& dir, int id) { return steps_of(files_of(dir, id, false)); }
+
+std::vector<int64_t> list_later_checkpoints(const std::string& dir, int id) {
+  return steps_of(files_of(dir, id, true));
 }
 
 std::optional<Checkpoint> read_checkpoint(const std::string& path, std::string* problem) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    *problem = "cannot open it";
+    *problem = std::string("cannot open it: ") + std::strerror(errno);
     return std::nullopt;
   }
   const std::string bytes{std::istreambuf_iterator<char>(in), {}};

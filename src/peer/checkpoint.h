@@ -1,7 +1,13 @@
 // Durable per-peer checkpoints: model, optimiser state, algorithm state, step and membership.
 // A checkpoint is written to a temporary file, fsync'ed, renamed over its final name and the
 // directory fsync'ed, so a peer killed at any moment leaves every earlier checkpoint intact; the
-// newest kCheckpointsKept are kept. Files are dir/peer-R.step-S.ckpt; each carries a CRC32C of its bytes.
+// newest kCheckpointsKept are kept. Each carries a CRC32C of its bytes.
+//
+// Files are named by the member's id, which never changes (its rank does, at a view change):
+// dir/peer-ID.step-S.ckpt while the membership is the YAML's (epoch 0; there id = rank), and
+// dir/peer-ID.epoch-E.step-S.ckpt once it has changed. A run resumes with the YAML's membership,
+// so only the first kind is resumable; the second kind is kept apart (its own newest
+// kCheckpointsKept) and never deletes the first, so a crash after a view change still resumes.
 #pragma once
 
 #include <cstdint>
@@ -23,15 +29,19 @@ struct Checkpoint {
 
 inline constexpr int kCheckpointsKept = 2;
 
-std::string checkpoint_path(const std::string& dir, int rank, int64_t step);
-// Writes `c` durably (see above) and deletes this peer's checkpoints older than the newest kept.
+// The file of member `id`'s checkpoint at `step`, written in membership epoch `epoch`.
+std::string checkpoint_path(const std::string& dir, int id, int64_t step, uint32_t epoch = 0);
+// Writes member `id`'s checkpoint `c` durably (see above) and deletes its checkpoints of the same
+// kind (epoch 0, or later epochs) older than the newest kept.
 // Throws gossip::Error naming the file on any I/O failure.
-void write_checkpoint(const std::string& dir, const Checkpoint& c);
-// Steps of this peer's checkpoint files in `dir`, newest first (not yet verified).
-std::vector<int64_t> list_checkpoints(const std::string& dir, int rank);
+void write_checkpoint(const std::string& dir, int id, const Checkpoint& c);
+// Steps of member `id`'s resumable (epoch 0) checkpoint files in `dir`, newest first (not yet verified).
+std::vector<int64_t> list_checkpoints(const std::string& dir, int id);
+// Steps of member `id`'s checkpoint files written after a view change (epoch > 0), newest first.
+std::vector<int64_t> list_later_checkpoints(const std::string& dir, int id);
 // Reads and verifies one file; nullopt with *problem set when it is missing, short or damaged.
 std::optional<Checkpoint> read_checkpoint(const std::string& path, std::string* problem);
-// The newest intact checkpoint of `rank` in `dir` (damaged ones are logged and skipped).
+// The newest intact resumable checkpoint of `rank` in `dir` (damaged ones are logged and skipped).
 std::optional<Checkpoint> newest_checkpoint(const std::string& dir, int rank);
 // Throws gossip::Error naming `source` unless `c` can continue this run: `floats` parameters,
 // rank `rank` of `peers` in the YAML's membership (epoch 0), a step within `total_steps`.

@@ -113,7 +113,7 @@ void Node::save_external_checkpoint(int64_t steps_done) {
   c.epoch = epoch();
   c.params = external_->download_params();
   if (hook_) c.extra = hook_->save_state();
-  write_checkpoint(cfg_.checkpoint_dir, c);
+  write_checkpoint(cfg_.checkpoint_dir, id(), c);
 }
 
 bool Node::average(std::span<float> params) {
@@ -135,6 +135,7 @@ Consensus Node::consensus(std::span<const float> params) {
 }
 
 int Node::rank() const { return view_ ? view_->rank() : rank_; }
+int Node::id() const { return view_ ? view_->self_id() : rank_; }
 int Node::size() const { return view_ ? view_->size() : 1; }
 uint32_t Node::epoch() const { return view_ ? view_->epoch() : 0; }
 
@@ -199,6 +200,7 @@ void Node::start_membership() {
     set_log_prefix("[peer " + std::to_string(welcome->id) + "] ");
   }
   const int id = welcome ? welcome->id : rank_;
+  if (trainer_) trainer_->set_member_id(id);
   view_ = std::make_unique<ViewTransport>(*transport_, initial, id);
   if (welcome) view_->set_view(initial, id);
   membership_ = std::make_unique<Membership>(*transport_, *view_, cfg_.algorithm.timeout_s, model().num_params());
@@ -271,8 +273,12 @@ void Node::resume() {
     std::string problem;
     c = read_checkpoint(path, &problem);
     if (!c) throw Error(path, "the peers' newest common checkpoint is step " + std::to_string(common) +
-                                  ", but this file is " + problem);
+                                  ", but this peer's file of that step cannot be used: " + problem);
   }
+  const std::vector<int64_t> later = list_later_checkpoints(cfg_.checkpoint_dir, rank_);
+  if (!later.empty() && later[0] > common)
+    log(who, ": resuming with the YAML's membership at step ", common, "; its checkpoints up to step ", later[0],
+        " were written after the membership changed and are not resumable");
   if (trainer_) {
     trainer_->restore(*c, path);
     return;
@@ -288,7 +294,7 @@ std::string Node::final_line(const TrainResult& r) const {
   std::ostringstream out;
   // A language model's test set is the validation text: its accuracy is next-byte accuracy and
   // its loss is per byte, also given as bits per byte.
-  out << std::fixed << std::setprecision(4) << "final: peer " << rank_ << " test_acc " << r.test.accuracy
+  out << std::fixed << std::setprecision(4) << "final: peer " << id() << " test_acc " << r.test.accuracy
       << " test_loss " << r.test.loss;
   if (r.test.per_byte) out << " test_bpb " << r.test.bits_per_byte();
   if (r.averaged) {

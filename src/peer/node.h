@@ -61,8 +61,10 @@ class Node {
   void report(double loss, double train_accuracy, double samples_per_s);
   // Collective (every peer at the same point): Ξ of the buffers.
   Consensus consensus(std::span<const float> params);
-  int rank() const;
+  int rank() const;  // in the current membership
   int size() const;
+  // The member's id, which a view change keeps: the YAML's rank, a joiner's from its welcome.
+  int id() const;
   size_t num_params() { return model().num_params(); }
   uint32_t epoch() const;
   // Whether a library peer's mix(step) writes a checkpoint (the YAML's checkpoint.every; the
@@ -71,7 +73,7 @@ class Node {
   // The first step this peer trains: 0, for a joiner the round its welcome named, after a resume
   // the checkpoint's step.
   int64_t start_step() const { return start_step_; }
-  // "final: peer R test_acc ... params_crc ... sent_MB ...": the line gossip-launch reads.
+  // "final: peer ID test_acc ... params_crc ... sent_MB ...": the line gossip-launch reads.
   std::string final_line(const TrainResult& r) const;
   // Whether this peer takes part in a run with others (false: it trains alone).
   bool communicates() const { return transport_ != nullptr; }

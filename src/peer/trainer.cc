@@ -33,7 +33,7 @@ size_t planned_num_params(const RunConfig& c) {
 }
 
 Trainer::Trainer(const RunConfig& config, int rank, int n, StepHook* hook)
-    : config_(config), rank_(rank), n_(n), hook_(hook) {
+    : config_(config), rank_(rank), n_(n), id_(rank), hook_(hook) {
   source_ = make_batch_source(config, rank, n);
   const int batch = config.train.batch;
   // Every peer runs the same number of steps (synchronous algorithms need it), whatever its shard
@@ -71,7 +71,7 @@ void Trainer::restore(const Checkpoint& c, const std::string& source) {
   if (hook_) hook_->restore_state(c.extra);
   for (int64_t s = 0; s < c.step; ++s) source_->next(config_.train.batch, false);
   start_step_ = c.step;
-  log("peer ", rank_, ": resumed from ", source, " at step ", c.step);
+  log("peer ", id_, ": resumed from ", source, " at step ", c.step);
 }
 
 void Trainer::save_checkpoint(int64_t steps_done) {
@@ -83,7 +83,7 @@ void Trainer::save_checkpoint(int64_t steps_done) {
   c.params = model_->download_params();
   c.optimizer_state = optimizer_->save_state();
   if (hook_) c.extra = hook_->save_state();
-  write_checkpoint(config_.checkpoint_dir, c);
+  write_checkpoint(config_.checkpoint_dir, id_, c);
 }
 
 EvalResult Trainer::evaluate() {
@@ -133,9 +133,9 @@ void Trainer::take_loss_tally(int64_t step, std::initializer_list<model::BatchSt
   const int64_t from = tally_from_;
   tally_from_ = step + 1;
   if (!std::isfinite(tally.loss_sum))
-    throw Error("peer " + std::to_string(rank_), "training loss became " + std::to_string(tally.loss_sum) +
-                                                     " in steps " + std::to_string(from + 1) + ".." +
-                                                     std::to_string(step + 1) + " (lower the learning rate)");
+    throw Error("peer " + std::to_string(id_), "training loss became " + std::to_string(tally.loss_sum) +
+                                                   " in steps " + std::to_string(from + 1) + ".." +
+                                                   std::to_string(step + 1) + " (lower the learning rate)");
   for (model::BatchStats* sum : sums) {
     sum->loss_sum += tally.loss_sum;
     sum->correct += tally.correct;
@@ -162,7 +162,7 @@ TrainResult Trainer::run() {
   auto start = Clock::now(), interval_start = start, live_start = start;
   LiveTicker live;
   Clock::duration eval_time{};  // spent in eval_every evaluations
-  log("peer ", rank_, ": ", model::describe(config_.train.model), ", ", model_->num_params(), " parameters, ",
+  log("peer ", id_, ": ", model::describe(config_.train.model), ", ", model_->num_params(), " parameters, ",
       source_->part_text(), ", ",
       total_steps_, " steps (", steps_per_epoch_, " per epoch), backend ", backend_->name());
   kernels::TransferStats eval_transfers;  // of the eval_every evaluations, not counted as training's
@@ -224,7 +224,7 @@ TrainResult Trainer::run() {
     }
     if (checkpoint_due) save_checkpoint(step + 1);
     if (hook_ && hook_->stop_requested()) {
-      log("peer ", rank_, ": stopping after step ", step + 1, " (leaving the run)");
+      log("peer ", id_, ": stopping after step ", step + 1, " (leaving the run)");
       total_steps_ = step + 1;
       break;
     }

@@ -87,6 +87,9 @@ class Trainer {
 
   // Takes the data shard of `rank` among `n` peers (after a membership change).
   void reshard(int rank, int n);
+  // The member's id, which names it in log lines and checkpoint files (the constructor's rank
+  // until told; a joiner learns its id from its welcome).
+  void set_member_id(int id) { id_ = id; }
   // A joiner: starts at `step` of a run of `total_steps` (the schedule follows the run's).
   void start_at(int64_t step, int64_t total_steps);
 
@@ -107,8 +110,9 @@ class Trainer {
   void take_loss_tally(int64_t step, std::initializer_list<model::BatchStats*> sums);
 
   RunConfig config_;
-  int rank_;
+  int rank_;  // in the current membership
   int n_;
+  int id_;    // the member's id: its rank in the YAML's membership, a joiner's from its welcome
   int64_t start_step_ = 0;
   int64_t tally_from_ = 0;  // the first step whose loss take_loss_tally has not read
   StepHook* hook_;  // owned by the caller, outlives the trainer
