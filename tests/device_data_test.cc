@@ -1,7 +1,7 @@
 // model::DeviceRows and DeviceText: a data set's rows (a text's windows) gathered in a backend's
-// memory give the batch Dataset::gather (sample_windows) gives on the host; on a device the data
-// goes up once and a batch then costs only its row numbers' (window starts') upload; on the host
-// nothing is copied.
+// memory are its rows as Dataset::at reads them (the window's bytes and the bytes after them); on
+// a device the data goes up once and a batch then costs only its row numbers' (window starts')
+// upload; on the host nothing is copied.
 #include "model/device_data.h"
 
 #include <gtest/gtest.h>
@@ -43,9 +43,12 @@ void expect_same_batch(kernels::Backend& backend, const Dataset& d, const std::v
                        const Batch& b) {
   ASSERT_TRUE(b.on_device);
   ASSERT_EQ(b.rows, int(rows.size()));
-  std::vector<float> want_x(rows.size() * d.cols), got_x(want_x.size());
-  std::vector<int32_t> want_y(rows.size()), got_y(rows.size());
-  d.gather(rows, 0, int(rows.size()), want_x.data(), want_y.data());
+  std::vector<float> want_x, got_x(rows.size() * d.cols);
+  std::vector<int32_t> want_y, got_y(rows.size());
+  for (int64_t r : rows) {
+    for (int c = 0; c < d.cols; ++c) want_x.push_back(d.at(size_t(r), c));
+    want_y.push_back(d.y[size_t(r)]);
+  }
   backend.download(got_x.data(), b.x, got_x.size() * sizeof(float));
   backend.download(got_y.data(), b.labels, got_y.size() * sizeof(int32_t));
   EXPECT_EQ(got_x, want_x);
@@ -86,8 +89,25 @@ TEST(DeviceRows, OnTheHostNothingIsCopied) {
   EXPECT_EQ(first, d.byte_value[storage[25 * d.cols]]);
 }
 
-// Windows of a text: the tokens and next-byte targets sample_windows draws with the same
-// generator, the text uploaded once and 8 bytes a window per batch.
+// The tokens text[s + t] and next-byte targets text[s + t + 1] of each window start s.
+void expect_windows(kernels::Backend& backend, const std::vector<uint8_t>& text, const std::vector<int64_t>& starts,
+                    int context, const Batch& b) {
+  ASSERT_TRUE(b.on_device);
+  ASSERT_EQ(b.rows, int(starts.size()));
+  std::vector<int32_t> want_tokens, want_targets;
+  for (int64_t s : starts)
+    for (int t = 0; t < context; ++t) {
+      want_tokens.push_back(text[size_t(s) + t]);
+      want_targets.push_back(text[size_t(s) + t + 1]);
+    }
+  std::vector<int32_t> tokens(want_tokens.size()), targets(want_tokens.size());
+  backend.download(tokens.data(), b.tokens, tokens.size() * sizeof(int32_t));
+  backend.download(targets.data(), b.labels, targets.size() * sizeof(int32_t));
+  EXPECT_EQ(tokens, want_tokens);
+  EXPECT_EQ(targets, want_targets);
+}
+
+// Windows drawn from a part of a text: the text uploaded once and 8 bytes a window per batch.
 TEST(DeviceText, OnADeviceTheTextGoesUpOnceAndABatchCostsItsWindowStarts) {
   std::vector<uint8_t> text(5000);
   for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<uint8_t>((i * 29 + i / 7) % 251);
@@ -96,23 +116,28 @@ TEST(DeviceText, OnADeviceTheTextGoesUpOnceAndABatchCostsItsWindowStarts) {
   EXPECT_EQ(backend.transfers().host_to_device, text.size());
   const BytePart part{1000, 3000};
   const int context = 16, count = 9;
-  std::mt19937_64 draws(7), reference(7);
+  std::mt19937_64 draws(7);
   for (int round = 0; round < 3; ++round) {
     std::vector<int64_t> starts(count);
     draw_windows(text.size(), part, context, count, draws, starts.data());
     const uint64_t before = backend.transfers().host_to_device;
     const Batch b = on_device.gather(starts.data(), count, context);
     EXPECT_EQ(backend.transfers().host_to_device - before, count * sizeof(int64_t));
-    ASSERT_TRUE(b.on_device);
-    EXPECT_EQ(b.rows, count);
-    std::vector<int32_t> want_tokens(size_t(count) * context), want_targets(want_tokens.size());
-    std::vector<int32_t> tokens(want_tokens.size()), targets(want_tokens.size());
-    sample_windows(text, part, context, count, reference, want_tokens.data(), want_targets.data());
-    backend.download(tokens.data(), b.tokens, tokens.size() * sizeof(int32_t));
-    backend.download(targets.data(), b.labels, targets.size() * sizeof(int32_t));
-    EXPECT_EQ(tokens, want_tokens) << "round " << round;
-    EXPECT_EQ(targets, want_targets) << "round " << round;
+    expect_windows(backend, text, starts, context, b);
   }
+}
+
+// On the host the text's own memory is read, up to a window ending on its last byte.
+TEST(DeviceText, OnTheHostNothingIsCopied) {
+  std::vector<uint8_t> text(300);
+  for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<uint8_t>(i * 7);
+  auto backend = kernels::make_cpu_backend();
+  DeviceText on_host(*backend, text);
+  const int context = 10;
+  const std::vector<int64_t> starts{0, 289, 140};
+  expect_windows(*backend, text, starts, context, on_host.gather(starts.data(), 3, context));
+  text[299] = 1;
+  expect_windows(*backend, text, starts, context, on_host.gather(starts.data(), 3, context));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "common/error.h"
@@ -70,34 +71,23 @@ TEST(TextCorpus, PartsTileTheTrainingBytesWithoutOverlap) {
   }
 }
 
-TEST(TextCorpus, WindowsAreNextByteTargetsInsideThePeersPart) {
-  std::vector<uint8_t> text(1000);
-  for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<uint8_t>(i % 251);
+// Window starts fall inside the peer's part with room for context + 1 bytes, and are the seed's.
+TEST(TextCorpus, WindowStartsAreInsideThePeersPart) {
   const BytePart part{300, 400};
-  const int context = 8, batch = 50;
-  std::vector<int32_t> tokens(batch * context), targets(batch * context);
-  std::mt19937_64 rng(5);
-  sample_windows(text, part, context, batch, rng, tokens.data(), targets.data());
-  for (int b = 0; b < batch; ++b) {
-    for (int t = 0; t < context; ++t) {
-      const int32_t tok = tokens[b * context + t];
-      EXPECT_LT(tok, 251);  // a byte of this text
-      EXPECT_EQ(targets[b * context + t], (tok + 1) % 251);
-      if (t + 1 < context) {
-        EXPECT_EQ(tokens[b * context + t + 1], targets[b * context + t]);
-      }
-    }
+  const int context = 8, batch = 2000;
+  std::vector<int64_t> starts(batch), again(batch);
+  std::mt19937_64 rng(5), same(5);
+  draw_windows(1000, part, context, batch, rng, starts.data());
+  for (int64_t s : starts) {
+    EXPECT_GE(s, 300);
+    EXPECT_LE(s, 400 - context - 1);
   }
-  // Windows start inside [300, 400 − 9]: the first token is text[s] for such an s.
-  for (int b = 0; b < batch; ++b) {
-    const int32_t first = tokens[b * context];
-    EXPECT_TRUE(first >= 300 - 251 && first <= 391 - 251) << first;  // 300..391 mod 251 = 49..140
-  }
-  std::vector<int32_t> again(batch * context), again_targets(batch * context);
-  std::mt19937_64 same(5);
-  sample_windows(text, part, context, batch, same, again.data(), again_targets.data());
-  EXPECT_EQ(again, tokens);  // determined by the seed
-  EXPECT_THROW(sample_windows(text, {300, 305}, context, 1, rng, tokens.data(), targets.data()), Error);
+  EXPECT_EQ(*std::min_element(starts.begin(), starts.end()), 300);  // both ends are drawn
+  EXPECT_EQ(*std::max_element(starts.begin(), starts.end()), 391);
+  draw_windows(1000, part, context, batch, same, again.data());
+  EXPECT_EQ(again, starts);  // determined by the seed
+  EXPECT_THROW(draw_windows(1000, {300, 305}, context, 1, rng, starts.data()), Error);
+  EXPECT_THROW(draw_windows(350, part, context, 1, rng, starts.data()), Error);  // a part past the text's end
 }
 
 TEST(TextCorpus, DebiansFortunesAreTheDefaultCorpus) {

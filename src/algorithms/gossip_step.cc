@@ -259,10 +259,9 @@ const void* GossipStep::device_copy(InFlight& s, size_t k, size_t span) {
   const InMessage& m = *s.current[k];
   const size_t value_bytes = element_bytes(wire_);
   const size_t floats = (span * value_bytes + sizeof(float) - 1) / sizeof(float);
-  if (staging_[k].size() < floats) staging_[k] = kernels::DeviceArray<float>(*s.device->backend, floats);
-  s.device->backend->upload(staging_[k].get(), reinterpret_cast<const char*>(m.data) + s.used[k] * value_bytes,
-                            span * value_bytes);
-  return staging_[k].get();
+  float* staged = staging_[k].at_least(*s.device->backend, floats);
+  s.device->backend->upload(staged, reinterpret_cast<const char*>(m.data) + s.used[k] * value_bytes, span * value_bytes);
+  return staged;
 }
 
 }  // namespace gossip::peer

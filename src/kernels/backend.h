@@ -232,6 +232,12 @@ class DeviceArray {
   }
   T* get() const { return p_; }
   size_t size() const { return n_; }
+  // Grow-only scratch: holding fewer than n values, the array is replaced by n new ones in
+  // `backend`'s memory (what it held is lost). Returns the values.
+  T* at_least(Backend& backend, size_t n) {
+    if (n_ < n) *this = DeviceArray(backend, n);
+    return p_;
+  }
 
  private:
   void reset() noexcept {

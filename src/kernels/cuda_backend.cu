@@ -124,13 +124,14 @@ class CudaBackend final : public Backend {
   }
   LossResult softmax_xent(const float* logits, const int32_t* labels, int rows, int cols,
                           float* dlogits, float grad_scale, float smoothing) override {
-    ensure_row_scratch(rows);
-    cuda::softmax_xent(logits, labels, rows, cols, dlogits, grad_scale, smoothing, row_loss_, row_hit_, stream());
+    float* row_loss = row_loss_.at_least(*this, size_t(rows));
+    int* row_hit = row_hit_.at_least(*this, size_t(rows));
+    cuda::softmax_xent(logits, labels, rows, cols, dlogits, grad_scale, smoothing, row_loss, row_hit, stream());
     check_launch();
     std::vector<float> loss(rows);
     std::vector<int> hit(rows);
-    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(loss.data(), row_loss_, rows * sizeof(float), cudaMemcpyDeviceToHost, stream()));
-    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(hit.data(), row_hit_, rows * sizeof(int), cudaMemcpyDeviceToHost, stream()));
+    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(loss.data(), row_loss, rows * sizeof(float), cudaMemcpyDeviceToHost, stream()));
+    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(hit.data(), row_hit, rows * sizeof(int), cudaMemcpyDeviceToHost, stream()));
     GOSSIP_CUDA_CHECK(cudaStreamSynchronize(stream()));
     LossResult r;
     double sum = 0;
@@ -141,26 +142,25 @@ class CudaBackend final : public Backend {
   // The rows' losses and hits are summed on the device into the tally: nothing waits here.
   void tally_softmax_xent(const float* logits, const int32_t* labels, int rows, int cols, float* dlogits,
                           float grad_scale, float smoothing) override {
-    ensure_row_scratch(rows);
-    if (!tally_loss_) {
-      GOSSIP_CUDA_CHECK(cudaMalloc(&tally_loss_, sizeof(double)));
-      GOSSIP_CUDA_CHECK(cudaMalloc(&tally_hits_, sizeof(unsigned long long)));
-      GOSSIP_CUDA_CHECK(cudaMemsetAsync(tally_loss_, 0, sizeof(double), stream()));
-      GOSSIP_CUDA_CHECK(cudaMemsetAsync(tally_hits_, 0, sizeof(unsigned long long), stream()));
+    float* row_loss = row_loss_.at_least(*this, size_t(rows));
+    int* row_hit = row_hit_.at_least(*this, size_t(rows));
+    if (!tally_loss_.get()) {
+      GOSSIP_CUDA_CHECK(cudaMemsetAsync(tally_loss_.at_least(*this, 1), 0, sizeof(double), stream()));
+      GOSSIP_CUDA_CHECK(cudaMemsetAsync(tally_hits_.at_least(*this, 1), 0, sizeof(unsigned long long), stream()));
     }
-    cuda::softmax_xent(logits, labels, rows, cols, dlogits, grad_scale, smoothing, row_loss_, row_hit_, stream());
+    cuda::softmax_xent(logits, labels, rows, cols, dlogits, grad_scale, smoothing, row_loss, row_hit, stream());
     check_launch();
-    cuda::tally_rows(row_loss_, row_hit_, rows, tally_loss_, tally_hits_, stream());
+    cuda::tally_rows(row_loss, row_hit, rows, tally_loss_.get(), tally_hits_.get(), stream());
     check_launch();
   }
   LossTally take_tally() override {
-    if (!tally_loss_) return {};
+    if (!tally_loss_.get()) return {};
     double loss = 0;
     unsigned long long hits = 0;
-    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(&loss, tally_loss_, sizeof loss, cudaMemcpyDeviceToHost, stream()));
-    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(&hits, tally_hits_, sizeof hits, cudaMemcpyDeviceToHost, stream()));
-    GOSSIP_CUDA_CHECK(cudaMemsetAsync(tally_loss_, 0, sizeof(double), stream()));
-    GOSSIP_CUDA_CHECK(cudaMemsetAsync(tally_hits_, 0, sizeof(unsigned long long), stream()));
+    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(&loss, tally_loss_.get(), sizeof loss, cudaMemcpyDeviceToHost, stream()));
+    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(&hits, tally_hits_.get(), sizeof hits, cudaMemcpyDeviceToHost, stream()));
+    GOSSIP_CUDA_CHECK(cudaMemsetAsync(tally_loss_.get(), 0, sizeof(double), stream()));
+    GOSSIP_CUDA_CHECK(cudaMemsetAsync(tally_hits_.get(), 0, sizeof(unsigned long long), stream()));
     GOSSIP_CUDA_CHECK(cudaStreamSynchronize(stream()));
     transfers_.device_to_host += sizeof loss + sizeof hits;
     return {loss, static_cast<int64_t>(hits)};
@@ -194,7 +194,8 @@ class CudaBackend final : public Backend {
   double mix_span(const MixSpan& m) override {
     const bool reduce = (m.scans || m.norm) && m.n > 0;
     const unsigned blocks = cuda::mix_blocks(m.n);
-    if (reduce) ensure_mix_scratch();
+    float* partials = reduce ? mix_partials_.at_least(*this, cuda::kMixBlocks * (cuda::kMixBatch + 1)) : nullptr;
+    unsigned* bad = reduce ? mix_bad_.at_least(*this, cuda::kMixBlocks * cuda::kMixBatch) : nullptr;
     double norm = 0;
     size_t done = 0;
     do {
@@ -204,8 +205,7 @@ class CudaBackend final : public Backend {
         batch.values[k] = m.values[done + k];
         batch.weights[k] = m.weights[done + k];
       }
-      cuda::mix_span(m.src, m.dst, m.n, m.self, m.rest, m.bf16, done > 0, batch, reduce ? mix_partials_ : nullptr,
-                     reduce ? mix_bad_ : nullptr, stream());
+      cuda::mix_span(m.src, m.dst, m.n, m.self, m.rest, m.bf16, done > 0, batch, partials, bad, stream());
       check_launch();
       if (reduce) norm += add_mix_partials(m, done, batch.count, blocks);
       done += batch.count;
@@ -222,7 +222,7 @@ class CudaBackend final : public Backend {
   // device scratch between them.
   void push_sum_split(const PushSumSplit& s) override {
     const bool several = s.degree > static_cast<size_t>(cuda::kPushBatch);
-    if (several && s.bf16) ensure_push_residual(s.n);
+    float* residual = several && s.bf16 ? push_residual_.at_least(*this, s.n) : push_residual_.get();
     size_t done = 0;
     do {
       cuda::PushBatch batch{};
@@ -232,8 +232,7 @@ class CudaBackend final : public Backend {
         batch.weights[k] = s.weights[done + k];
       }
       const bool finish = done + batch.count >= s.degree;
-      cuda::push_sum_split(s.z, s.x, s.n, s.inv, s.gain, s.self, s.bf16, done == 0, finish, batch, push_residual_,
-                           stream());
+      cuda::push_sum_split(s.z, s.x, s.n, s.inv, s.gain, s.self, s.bf16, done == 0, finish, batch, residual, stream());
       check_launch();
       done += batch.count;
     } while (done < s.degree);
@@ -250,13 +249,14 @@ class CudaBackend final : public Backend {
   LayerKernels* layers() override { return layers_.get(); }
 
   ~CudaBackend() override {
-    if (row_loss_) note_free(cudaFree(row_loss_));
-    if (row_hit_) note_free(cudaFree(row_hit_));
-    if (mix_partials_) note_free(cudaFree(mix_partials_));
-    if (mix_bad_) note_free(cudaFree(mix_bad_));
-    if (push_residual_) note_free(cudaFree(push_residual_));
-    if (tally_loss_) note_free(cudaFree(tally_loss_));
-    if (tally_hits_) note_free(cudaFree(tally_hits_));
+    // The scratch freed here, so a failure is logged below.
+    row_loss_ = {};
+    row_hit_ = {};
+    mix_partials_ = {};
+    mix_bad_ = {};
+    push_residual_ = {};
+    tally_loss_ = {};
+    tally_hits_ = {};
     if (!free_error_.empty()) log("cuda backend: ", free_error_);
   }
 
@@ -269,37 +269,14 @@ class CudaBackend final : public Backend {
   void note_free(cudaError_t status) noexcept {
     if (status != cudaSuccess && free_error_.empty()) free_error_ = std::string("cudaFree failed: ") + cudaGetErrorString(status);
   }
-  void ensure_row_scratch(int rows) {
-    if (rows <= row_capacity_) return;
-    if (row_loss_) GOSSIP_CUDA_CHECK(cudaFree(row_loss_));
-    if (row_hit_) GOSSIP_CUDA_CHECK(cudaFree(row_hit_));
-    row_loss_ = nullptr;
-    row_hit_ = nullptr;
-    GOSSIP_CUDA_CHECK(cudaMalloc(&row_loss_, rows * sizeof(float)));
-    GOSSIP_CUDA_CHECK(cudaMalloc(&row_hit_, rows * sizeof(int)));
-    row_capacity_ = rows;
-  }
-
-  void ensure_mix_scratch() {
-    if (mix_partials_) return;
-    GOSSIP_CUDA_CHECK(cudaMalloc(&mix_partials_, cuda::kMixBlocks * (cuda::kMixBatch + 1) * sizeof(float)));
-    GOSSIP_CUDA_CHECK(cudaMalloc(&mix_bad_, cuda::kMixBlocks * cuda::kMixBatch * sizeof(unsigned)));
-  }
-  void ensure_push_residual(size_t n) {
-    if (n <= push_residual_n_) return;
-    if (push_residual_) GOSSIP_CUDA_CHECK(cudaFree(push_residual_));
-    push_residual_ = nullptr;
-    GOSSIP_CUDA_CHECK(cudaMalloc(&push_residual_, n * sizeof(float)));
-    push_residual_n_ = n;
-  }
   // Adds a launch's per-block sums to m.scans[first..first + count) and returns its Σ src² (the
   // first launch's; 0 for the later ones, which do not read src for the mix).
   double add_mix_partials(const MixSpan& m, size_t first, int count, unsigned blocks) {
     constexpr int kStride = cuda::kMixBatch + 1;
     std::vector<float> sums(size_t(blocks) * kStride);
     std::vector<unsigned> bad(size_t(blocks) * cuda::kMixBatch);
-    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(sums.data(), mix_partials_, sums.size() * sizeof(float), cudaMemcpyDeviceToHost, stream()));
-    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(bad.data(), mix_bad_, bad.size() * sizeof(unsigned), cudaMemcpyDeviceToHost, stream()));
+    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(sums.data(), mix_partials_.get(), sums.size() * sizeof(float), cudaMemcpyDeviceToHost, stream()));
+    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(bad.data(), mix_bad_.get(), bad.size() * sizeof(unsigned), cudaMemcpyDeviceToHost, stream()));
     GOSSIP_CUDA_CHECK(cudaStreamSynchronize(stream()));
     transfers_.device_to_host += sums.size() * sizeof(float) + bad.size() * sizeof(unsigned);
     double norm = 0;
@@ -316,17 +293,16 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CUstream_st, StreamDeleter> stream_;
   std::unique_ptr<cublasContext, CublasDeleter> cublas_;
   std::unique_ptr<void, PinnedDeleter> staging_;
-  float* row_loss_ = nullptr;  // per-row scratch for softmax_xent, freed in the destructor
-  int* row_hit_ = nullptr;
-  int row_capacity_ = 0;
-  float* mix_partials_ = nullptr;  // mix_span's per-block sums (cuda::kMixBlocks of them), freed in the destructor
-  unsigned* mix_bad_ = nullptr;
-  float* push_residual_ = nullptr;  // push_sum_split's residual sums between launches, freed in the destructor
-  size_t push_residual_n_ = 0;
-  double* tally_loss_ = nullptr;  // tally_softmax_xent's sums until take_tally, freed in the destructor
-  unsigned long long* tally_hits_ = nullptr;
   TransferStats transfers_;
   std::string free_error_;  // the first failed cudaFree of a noexcept path, thrown by check_launch()
+  // Grow-only scratch in this backend's memory (after free_error_, which their frees may set).
+  DeviceArray<float> row_loss_;  // per-row losses and hits of softmax_xent
+  DeviceArray<int> row_hit_;
+  DeviceArray<float> mix_partials_;  // mix_span's per-block sums (cuda::kMixBlocks of them)
+  DeviceArray<unsigned> mix_bad_;
+  DeviceArray<float> push_residual_;  // push_sum_split's residual sums between launches
+  DeviceArray<double> tally_loss_;    // tally_softmax_xent's sums until take_tally
+  DeviceArray<unsigned long long> tally_hits_;
   std::unique_ptr<CudaLayers> layers_;  // last: its scratch is freed while the backend still works
 };
 

@@ -16,8 +16,7 @@ cuda::NormLayout groupnorm_layout(int batch, int c, int plane, int groups) {
 }  // namespace
 
 float* CudaLayers::scratch(size_t n) {
-  if (scratch_.size() < n) scratch_ = DeviceArray<float>(blas_, n);
-  return scratch_.get();
+  return scratch_.at_least(blas_, n);
 }
 
 size_t CudaLayers::conv2d_workspace(const ConvShape& s) const {

@@ -1,6 +1,5 @@
 #include "model/dataset.h"
 
-#include <cstring>
 #include <random>
 
 #include "common/error.h"
@@ -39,21 +38,6 @@ Dataset load_split(const std::string& images_path, const std::string& labels_pat
 }
 
 }  // namespace
-
-void Dataset::gather(const std::vector<int64_t>& indices, size_t begin, int count, float* host_x,
-                     int32_t* host_y) const {
-  for (int i = 0; i < count; ++i) {
-    const int64_t r = indices[begin + i];
-    float* out = host_x + size_t(i) * cols;
-    if (bytes) {
-      const uint8_t* in = bytes + size_t(r) * cols;
-      for (int c = 0; c < cols; ++c) out[c] = byte_value[in[c]];
-    } else {
-      std::memcpy(out, floats.data() + size_t(r) * cols, sizeof(float) * cols);
-    }
-    host_y[i] = y[r];
-  }
-}
 
 void Dataset::truncate(int new_rows) {
   if (new_rows >= rows) return;

@@ -1,6 +1,7 @@
 // Classification data sets: Fashion-MNIST from IDX files, or a synthetic one for tests. Images
-// stay as stored (one byte per pixel) and become normalised floats per batch, in gather(); the
-// bytes are the host's data cache mapping when there is one, shared by the peers of a machine.
+// stay as stored (one byte per pixel) and become normalised floats per batch, where the batch is
+// gathered (model::DeviceRows); the bytes are the host's data cache mapping when there is one,
+// shared by the peers of a machine.
 #pragma once
 
 #include <array>
@@ -30,9 +31,6 @@ struct Dataset {
   float at(size_t row, int col) const {
     return bytes ? byte_value[bytes[row * cols + col]] : floats[row * cols + col];
   }
-  // Rows `indices[begin, begin+count)` gathered into host_x (as floats) / host_y (sized by the caller).
-  void gather(const std::vector<int64_t>& indices, size_t begin, int count, float* host_x,
-              int32_t* host_y) const;
   // Only the first `rows` rows are used from now on (rows <= this->rows).
   void truncate(int rows);
   bool shares_host_cache() const { return bytes_owner && bytes_owner->shared(); }

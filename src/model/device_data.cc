@@ -44,23 +44,17 @@ DeviceText::DeviceText(kernels::Backend& backend, const std::vector<uint8_t>& te
 
 Batch DeviceText::gather(const int64_t* starts, int count, int context) {
   const size_t values = size_t(count) * context;
-  if (tokens_.size() < values) {
-    tokens_ = kernels::DeviceArray<int32_t>(*backend_, values);
-    targets_ = kernels::DeviceArray<int32_t>(*backend_, values);
-  }
-  if (starts_.size() < size_t(count) && !backend_->is_host())
-    starts_ = kernels::DeviceArray<int64_t>(*backend_, size_t(count));
   kernels::WindowGather g;
   g.text = text_;
   g.starts = starts;
   if (!backend_->is_host()) {
+    g.starts = starts_.at_least(*backend_, size_t(count));
     backend_->upload(starts_.get(), starts, size_t(count) * sizeof(int64_t));
-    g.starts = starts_.get();
   }
   g.count = count;
   g.context = context;
-  g.tokens = tokens_.get();
-  g.targets = targets_.get();
+  g.tokens = tokens_.at_least(*backend_, values);
+  g.targets = targets_.at_least(*backend_, values);
   backend_->gather_windows(g);
   Batch b{nullptr, tokens_.get(), targets_.get(), count};
   b.on_device = true;
@@ -68,20 +62,15 @@ Batch DeviceText::gather(const int64_t* starts, int count, int context) {
 }
 
 Batch DeviceRows::gather(const int32_t* rows, int count) {
-  if (y_.size() < size_t(count)) {
-    x_ = kernels::DeviceArray<float>(*backend_, size_t(count) * cols_);
-    y_ = kernels::DeviceArray<int32_t>(*backend_, size_t(count));
-    if (!backend_->is_host()) rows_ = kernels::DeviceArray<int32_t>(*backend_, size_t(count));
-  }
   kernels::RowGather g = from_;
   g.rows = rows;
   if (!backend_->is_host()) {
+    g.rows = rows_.at_least(*backend_, size_t(count));
     backend_->upload(rows_.get(), rows, size_t(count) * sizeof(int32_t));
-    g.rows = rows_.get();
   }
   g.count = count;
-  g.x = x_.get();
-  g.y = y_.get();
+  g.x = x_.at_least(*backend_, size_t(count) * cols_);
+  g.y = y_.at_least(*backend_, size_t(count));
   backend_->gather_rows(g);
   Batch b{x_.get(), nullptr, y_.get(), count};
   b.on_device = true;

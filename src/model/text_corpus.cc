@@ -66,17 +66,4 @@ void draw_windows(size_t text_bytes, BytePart part, int context, int batch, std:
   for (int b = 0; b < batch; ++b) starts[b] = static_cast<int64_t>(start(rng));
 }
 
-void sample_windows(const std::vector<uint8_t>& text, BytePart part, int context, int batch, std::mt19937_64& rng,
-                    int32_t* tokens, int32_t* targets) {
-  std::vector<int64_t> starts(static_cast<size_t>(batch));
-  draw_windows(text.size(), part, context, batch, rng, starts.data());
-  for (int b = 0; b < batch; ++b) {
-    const size_t s = static_cast<size_t>(starts[b]);
-    for (int t = 0; t < context; ++t) {
-      tokens[size_t(b) * context + t] = text[s + t];
-      targets[size_t(b) * context + t] = text[s + t + 1];
-    }
-  }
-}
-
 }  // namespace gossip::model

@@ -37,9 +37,5 @@ BytePart text_part(size_t bytes, int n, int rank);
 // The starts of `batch` windows of context + 1 bytes drawn uniformly from `part` of a text of
 // `text_bytes` bytes (the part must hold at least one window).
 void draw_windows(size_t text_bytes, BytePart part, int context, int batch, std::mt19937_64& rng, int64_t* starts);
-// `batch` windows drawn as draw_windows does, filled from `text`: tokens[b][t] = text[s + t] and
-// targets[b][t] = text[s + t + 1], t < context.
-void sample_windows(const std::vector<uint8_t>& text, BytePart part, int context, int batch, std::mt19937_64& rng,
-                    int32_t* tokens, int32_t* targets);
 
 }  // namespace gossip::model

@@ -36,7 +36,8 @@ namespace {
 // Labelled rows, shuffled within the rank's shard once per pass over it.
 class RowSource final : public BatchSource {
  public:
-  RowSource(const RunConfig& c, int rank, int n) : config_(c), data_(load_data(c.data, c.seed)) {
+  RowSource(const RunConfig& c, int rank, int n, kernels::Backend& backend)
+      : config_(c), data_(load_data(c.data, c.seed)), train_(backend, data_.train), test_(backend, data_.test) {
     reshard(rank, n);
   }
 
@@ -54,7 +55,7 @@ class RowSource final : public BatchSource {
   }
 
   model::Batch next(int rows, bool gather) override {
-    reserve(rows);
+    if (row_ids_.size() < size_t(rows)) row_ids_.resize(rows);
     for (int filled = 0; filled < rows;) {
       if (cursor_ >= shard_.size()) {
         std::mt19937_64 rng(config_.seed ^ (uint64_t(rank_) << 32) ^ (epoch_of_shard_++ * 0x9E3779B97F4A7C15ull));
@@ -62,30 +63,19 @@ class RowSource final : public BatchSource {
         cursor_ = 0;
       }
       const int take = static_cast<int>(std::min<size_t>(rows - filled, shard_.size() - cursor_));
-      if (gather && device_rows_)
-        for (int i = 0; i < take; ++i) row_ids_[filled + i] = static_cast<int32_t>(shard_[cursor_ + i]);
-      else if (gather)
-        data_.train.gather(shard_, cursor_, take, x_.data() + size_t(filled) * data_.train.cols, y_.data() + filled);
+      for (int i = 0; i < take; ++i) row_ids_[filled + i] = static_cast<int32_t>(shard_[cursor_ + i]);
       cursor_ += take;
       filled += take;
     }
-    if (gather && device_rows_) return device_rows_->gather(row_ids_.data(), rows);
-    return {x_.data(), nullptr, y_.data(), rows};
-  }
-
-  void place_on(kernels::Backend& backend) override {
-    device_rows_ = std::make_unique<model::DeviceRows>(backend, data_.train);
+    return gather ? train_.gather(row_ids_.data(), rows) : model::Batch{};
   }
 
   void for_each_eval_batch(int rows, const std::function<void(const model::Batch&)>& f) override {
-    const model::Dataset& test = data_.test;
-    reserve(rows);
-    std::vector<int64_t> all(test.rows);
-    for (int i = 0; i < test.rows; ++i) all[i] = i;
-    for (int begin = 0; begin < test.rows; begin += rows) {
-      const int count = std::min(rows, test.rows - begin);
-      test.gather(all, begin, count, x_.data(), y_.data());
-      f({x_.data(), nullptr, y_.data(), count});
+    if (row_ids_.size() < size_t(rows)) row_ids_.resize(rows);
+    for (int begin = 0; begin < data_.test.rows; begin += rows) {
+      const int count = std::min(rows, data_.test.rows - begin);
+      for (int i = 0; i < count; ++i) row_ids_[i] = begin + i;
+      f(test_.gather(row_ids_.data(), count));
     }
   }
 
@@ -99,35 +89,28 @@ class RowSource final : public BatchSource {
   }
 
  private:
-  void reserve(int rows) {
-    if (y_.size() < size_t(rows)) {
-      x_.resize(size_t(rows) * data_.train.cols);
-      y_.resize(rows);
-      row_ids_.resize(rows);
-    }
-  }
-
   RunConfig config_;
   model::TrainTest data_;
+  model::DeviceRows train_, test_;  // data_'s sets in the model's memory
   std::vector<int64_t> shard_;
   size_t cursor_ = 0;
   uint64_t epoch_of_shard_ = 0;
   int rank_ = 0;
-  std::vector<float> x_;
-  std::vector<int32_t> y_;
-  std::vector<int32_t> row_ids_;                  // with device_rows_: the batch's rows
-  std::unique_ptr<model::DeviceRows> device_rows_;  // the training rows in the model's memory (place_on)
+  std::vector<int32_t> row_ids_;  // the batch's rows
 };
 
 // Byte windows of context + 1 drawn from the rank's contiguous part of the training text;
-// evaluation tiles the validation part with consecutive windows (the last context − 1 bytes at
-// most, which do not fill a window, are left out).
+// evaluation tiles the validation part with consecutive windows, one every context bytes (the
+// last context − 1 bytes at most, which do not fill a window, are left out).
 class TextSource final : public BatchSource {
  public:
-  TextSource(const RunConfig& c, int rank, int n) : config_(c), context_(c.train.model.context) {
-    const std::vector<std::string> files =
-        c.data.text_files.empty() ? model::text_files_in(c.data.dir) : c.data.text_files;
-    corpus_ = model::load_text(files, 0.05, size_t(context_) + 1);
+  TextSource(const RunConfig& c, int rank, int n, kernels::Backend& backend)
+      : config_(c),
+        context_(c.train.model.context),
+        corpus_(model::load_text(c.data.text_files.empty() ? model::text_files_in(c.data.dir) : c.data.text_files,
+                                 0.05, size_t(context_) + 1)),
+        train_(backend, corpus_.train),
+        validation_(backend, corpus_.validation) {
     reshard(rank, n);
   }
 
@@ -142,32 +125,19 @@ class TextSource final : public BatchSource {
   }
 
   model::Batch next(int rows, bool gather) override {
-    reserve(rows);  // drawing the windows is the position: resume draws them too
-    if (!device_text_) {
-      model::sample_windows(corpus_.train, part_, context_, rows, rng_, tokens_.data(), targets_.data());
-      return {nullptr, tokens_.data(), targets_.data(), rows};
-    }
+    if (starts_.size() < size_t(rows)) starts_.resize(rows);
+    // Drawing the windows is the position: resume draws them too.
     model::draw_windows(corpus_.train.size(), part_, context_, rows, rng_, starts_.data());
-    if (!gather) return {};
-    return device_text_->gather(starts_.data(), rows, context_);
-  }
-
-  void place_on(kernels::Backend& backend) override {
-    device_text_ = std::make_unique<model::DeviceText>(backend, corpus_.train);
+    return gather ? train_.gather(starts_.data(), rows, context_) : model::Batch{};
   }
 
   void for_each_eval_batch(int rows, const std::function<void(const model::Batch&)>& f) override {
-    reserve(rows);
-    const std::vector<uint8_t>& v = corpus_.validation;
-    const size_t windows = (v.size() - 1) / context_;
+    if (starts_.size() < size_t(rows)) starts_.resize(rows);
+    const size_t windows = (corpus_.validation.size() - 1) / context_;
     for (size_t w = 0; w < windows;) {
       int count = 0;
-      for (; count < rows && w < windows; ++count, ++w)
-        for (int t = 0; t < context_; ++t) {
-          tokens_[size_t(count) * context_ + t] = v[w * context_ + t];
-          targets_[size_t(count) * context_ + t] = v[w * context_ + t + 1];
-        }
-      f({nullptr, tokens_.data(), targets_.data(), count});
+      for (; count < rows && w < windows; ++count, ++w) starts_[count] = int64_t(w * context_);
+      f(validation_.gather(starts_.data(), count, context_));
     }
   }
 
@@ -180,30 +150,21 @@ class TextSource final : public BatchSource {
   model::InputShape input_shape() const override { return planned_input_shape(config_); }
 
  private:
-  void reserve(int rows) {
-    if (tokens_.size() < size_t(rows) * context_) {
-      tokens_.resize(size_t(rows) * context_);
-      targets_.resize(size_t(rows) * context_);
-      starts_.resize(rows);
-    }
-  }
-
   RunConfig config_;
   int context_;
   model::TextCorpus corpus_;
+  model::DeviceText train_, validation_;  // corpus_'s parts in the model's memory
   model::BytePart part_;
   std::mt19937_64 rng_;
   uint64_t reshards_ = 0;
-  std::vector<int32_t> tokens_, targets_;
-  std::vector<int64_t> starts_;                     // with device_text_: the batch's windows
-  std::unique_ptr<model::DeviceText> device_text_;  // the training text in the model's memory (place_on)
+  std::vector<int64_t> starts_;  // the batch's windows
 };
 
 }  // namespace
 
-std::unique_ptr<BatchSource> make_batch_source(const RunConfig& config, int rank, int n) {
-  if (config.data.dataset == Dataset::kText) return std::make_unique<TextSource>(config, rank, n);
-  return std::make_unique<RowSource>(config, rank, n);
+std::unique_ptr<BatchSource> make_batch_source(const RunConfig& config, int rank, int n, kernels::Backend& backend) {
+  if (config.data.dataset == Dataset::kText) return std::make_unique<TextSource>(config, rank, n, backend);
+  return std::make_unique<RowSource>(config, rank, n, backend);
 }
 
 }  // namespace gossip::peer

@@ -34,7 +34,8 @@ size_t planned_num_params(const RunConfig& c) {
 
 Trainer::Trainer(const RunConfig& config, int rank, int n, StepHook* hook)
     : config_(config), rank_(rank), n_(n), id_(rank), hook_(hook) {
-  source_ = make_batch_source(config, rank, n);
+  backend_ = kernels::make_backend(config.device, config.device_index);
+  source_ = make_batch_source(config, rank, n, *backend_);  // batches gathered where the model lies
   const int batch = config.train.batch;
   // Every peer runs the same number of steps (synchronous algorithms need it), whatever its shard
   // size: one epoch is the data set divided by n·batch.
@@ -43,8 +44,6 @@ Trainer::Trainer(const RunConfig& config, int rank, int n, StepHook* hook)
   total_steps_ = config.train.steps > 0 ? config.train.steps
                                         : static_cast<int64_t>(std::ceil(config.train.epochs * steps_per_epoch_));
 
-  backend_ = kernels::make_backend(config.device, config.device_index);
-  source_->place_on(*backend_);  // training rows gathered where the model lies
   eval_rows_ = eval_rows(config.train.model, batch);
   model_ = model::make_model(config.train.model, *backend_, source_->input_shape(), std::max(batch, eval_rows_));
   model_->init(config.init == Init::kPerRank ? config.seed + 1000003ull * (rank + 1) : config.seed);
