@@ -80,6 +80,22 @@ TEST(Checkpoint, AfterAViewChangeFilesAreNamedByIdAndKeptApart) {
   EXPECT_EQ(resumable->epoch, 0u);
 }
 
+// A run resumed from step 10 writes step 15: the files of steps 20 and 30, left by the run it
+// replaced, go (else, after a view change, they would outrank the new run's files and the new
+// files would be the ones deleted).
+TEST(Checkpoint, FilesOfAReplacedRunAreDeletedWhenTheResumedRunWrites) {
+  TempDir dir;
+  for (int64_t s : {10, 20, 30}) write_checkpoint(dir.path(), 1, sample(s));
+  for (int64_t s : {40, 50}) write_checkpoint(dir.path(), 1, sample(s, 1));
+  write_checkpoint(dir.path(), 1, sample(15));
+  EXPECT_EQ(list_checkpoints(dir.path(), 1), (std::vector<int64_t>{15}));  // 10 went when 30 was written
+  write_checkpoint(dir.path(), 1, sample(35, 1));
+  EXPECT_EQ(list_later_checkpoints(dir.path(), 1), (std::vector<int64_t>{35}));
+  write_checkpoint(dir.path(), 1, sample(45, 1));
+  EXPECT_EQ(list_later_checkpoints(dir.path(), 1), (std::vector<int64_t>{45, 35}));
+  EXPECT_EQ(list_checkpoints(dir.path(), 1), (std::vector<int64_t>{15}));
+}
+
 TEST(Checkpoint, TruncatedOrDamagedFilesAreRefusedAndTheOlderOneIsUsed) {
   TempDir dir;
   write_checkpoint(dir.path(), 1, sample(10));

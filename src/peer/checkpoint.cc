@@ -118,8 +118,14 @@ void write_checkpoint(const std::string& dir, int id, const Checkpoint& c) {
     ::fsync(dfd);
     ::close(dfd);
   }
-  const std::vector<std::pair<int64_t, std::string>> kind = files_of(dir, id, c.epoch != 0);
-  for (size_t i = kCheckpointsKept; i < kind.size(); ++i) fs::remove(fs::path(dir) / kind[i].second, ec);
+  // Of this kind, the file just written and the newest before it stay; files of later steps were
+  // left by the run this one resumed from before them (a timeline given up) and go too.
+  int kept = 0;
+  for (const auto& [step, file] : files_of(dir, id, c.epoch != 0)) {
+    const bool keep = step <= c.step && kept < kCheckpointsKept;
+    kept += keep;
+    if (!keep) fs::remove(fs::path(dir) / file, ec);
+  }
 }
 
 std::vector<int64_t> list_checkpoints(const std::string& dir, int id) { return steps_of(files_of(dir, id, false)); }

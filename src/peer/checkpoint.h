@@ -32,7 +32,8 @@ inline constexpr int kCheckpointsKept = 2;
 // The file of member `id`'s checkpoint at `step`, written in membership epoch `epoch`.
 std::string checkpoint_path(const std::string& dir, int id, int64_t step, uint32_t epoch = 0);
 // Writes member `id`'s checkpoint `c` durably (see above) and deletes its checkpoints of the same
-// kind (epoch 0, or later epochs) older than the newest kept.
+// kind (epoch 0, or later epochs) older than the newest kept, and any of a later step than `c`'s
+// (left by a run this one was resumed from before them).
 // Throws gossip::Error naming the file on any I/O failure.
 void write_checkpoint(const std::string& dir, int id, const Checkpoint& c);
 // Steps of member `id`'s resumable (epoch 0) checkpoint files in `dir`, newest first (not yet verified).
