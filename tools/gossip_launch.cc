@@ -250,14 +250,16 @@ int supervise(std::vector<Child>& children) {
 // the same final model, whatever the algorithm that mixes them. Prints the last line; the exit code.
 int report(const std::vector<Child>& children, int failed, bool one_model_expected) {
   std::set<std::string> models;
-  int cut_off = 0;
+  int cut_off = 0, left = 0;
   for (const auto& c : children) {
     const bool ok = WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
     cut_off += WIFEXITED(c.status) && WEXITSTATUS(c.status) == gossip::kExitCutOff;
+    left += ok && c.left;
     if (ok && !c.left && !c.params_crc.empty()) models.insert(c.params_crc);
   }
   std::string tail = ", " + std::to_string(models.size()) + " distinct final model" + (models.size() == 1 ? "" : "s");
   if (cut_off) tail += " (" + std::to_string(cut_off) + " cut off from the run)";
+  if (left) tail += " (" + std::to_string(left) + " left the run before its end: not compared)";
   if (models.size() > 1 && one_model_expected) tail += ": the run split";
   const int n = static_cast<int>(children.size());
   std::printf("gossip-launch: %d of %d peers succeeded%s\n", n - failed, n, tail.c_str());
