@@ -11,7 +11,11 @@
 
 #include "counting_device_backend.h"
 #include "kernels/backend.h"
+#include "model/dataset.h"
+#include "model/device_data.h"
 #include "model/model.h"
+#include "model/optimizer.h"
+#include "model/presets.h"
 #include "peer/config.h"
 #include "peer/decentralized_hook.h"
 #include "peer_threads.h"
@@ -106,6 +110,44 @@ void run_device_rounds(const std::string& topology, int uploads, const std::stri
 
 TEST(DecentralizedHook, DeviceModelWithOneNeighbourCostsOneDownloadAndOneUploadPerRound) {
   run_device_rounds("one_peer_exponential", 1);
+}
+
+// A whole training step of MLP 784-1024-1024-10 (1,863,690 parameters) at batch 128, its rows in
+// the device's memory, gossip with one neighbour: per step the batch's row numbers and the
+// neighbour's model go up and the model comes down once, nothing else (the loss stays in the
+// backend's tally until a progress line reads it).
+TEST(DecentralizedHook, AnMlpStepOnADeviceMovesTheModelEachWayOnceAndTheRowNumbersUp) {
+  const int batch = 128, steps = 3;
+  const RunConfig cfg =
+      parse_config("peers: {count: 2}\ntopology: one_peer_exponential\nalgorithm: {kind: gossip}\n", "hook.yaml");
+  testing::run_peers(2, [&](int r, Transport& t) {
+    CountingDeviceBackend backend;
+    const model::TrainTest data = model::make_synthetic(4 * batch, 1, 784, 10, 7 + r);
+    model::DeviceRows rows(backend, data.train);
+    model::ModelConfig mlp_config;
+    mlp_config.hidden = {1024, 1024};
+    const std::unique_ptr<model::Model> mlp = model::make_model(mlp_config, backend, {1, 1, 784, 10}, batch);
+    mlp->init(1);
+    mlp->set_loss_tally(true);
+    const std::unique_ptr<model::Optimizer> sgd = model::make_optimizer(*mlp, {});
+    DecentralizedHook hook(cfg, t, mlp->num_params());
+    ASSERT_EQ(mlp->num_params(), 1863690u);
+    const uint64_t model_bytes = mlp->num_params() * sizeof(float);
+    std::vector<int32_t> ids(batch);
+    for (int step = 0; step < steps; ++step) {
+      for (int i = 0; i < batch; ++i) ids[i] = (step * batch + i * 3) % (4 * batch);
+      const kernels::TransferStats before = backend.transfers();
+      hook.before_step(step, *mlp);
+      EXPECT_TRUE(mlp->train_batch(rows.gather(ids.data(), batch)).tallied);
+      sgd->step(0.01);
+      hook.after_step(step, *mlp);
+      const kernels::TransferStats after = backend.transfers();
+      EXPECT_EQ(after.host_to_device - before.host_to_device, batch * sizeof(int32_t) + model_bytes)
+          << "peer " << r << " step " << step << ": the row numbers and the neighbour's model";
+      EXPECT_EQ(after.device_to_host - before.device_to_host, model_bytes) << "peer " << r << " step " << step;
+    }
+    EXPECT_GE(backend.mixes(), steps) << "peer " << r << ": the mix runs in the device backend (in chunks)";
+  });
 }
 
 TEST(DecentralizedHook, DeviceModelOnARingUploadsBothNeighboursChunksAndNothingElse) { run_device_rounds("ring", 2); }
