@@ -123,9 +123,8 @@ void PushSumStep::send_shares(const topology::Neighbours& nb, uint64_t round, co
       host[k] = b->data();
       owners[k] = std::move(b);
     }
-    if (on_device() && device_shares_[k].size() != floats_)
-      device_shares_[k] = kernels::DeviceArray<float>(*backend_, floats_);  // (bf16 uses half of it)
-    shares[k] = on_device() ? device_shares_[k].get() : host[k];
+    // (bf16 uses half of a device share)
+    shares[k] = on_device() ? device_shares_[k].at_least(*backend_, floats_) : host[k];
     weights[k] = static_cast<float>(nb.out[k].weight);
   }
   kernels::PushSumSplit split;
