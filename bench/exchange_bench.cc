@@ -26,7 +26,7 @@ namespace {
 
 double run_peer(int rank, int n, size_t floats, const std::string& algo, int rounds, const std::string& dir,
                 const std::string& scheme, size_t chunk_floats, double timeout, double max_norm_ratio,
-                peer::Dtype wire, bool single_copy) {
+                peer::Dtype wire, bool single_copy, bool checksum_always) {
   peer::ZmqTransportOptions o;
   o.rank = rank;
   for (int i = 0; i < n; ++i)
@@ -34,6 +34,7 @@ double run_peer(int rank, int n, size_t floats, const std::string& algo, int rou
   o.rendezvous_dir = dir;
   o.chunk_bytes = chunk_floats * 4;
   o.single_copy = single_copy;
+  o.checksum_always = checksum_always;
   peer::ZmqTransport t(o);
   // With single copy the gossip buffers are shared regions, as a peer's parameters are
   // (DecentralizedHook::make_spare): the neighbours fold them in place.
@@ -87,6 +88,8 @@ int run(int argc, char** argv) {
   flags.add_string("max_norm_ratio", "gossip outlier screen, as algorithm.max_norm_ratio (gossip-peer's default)", "10");
   flags.add_string("wire", "gossip and push-sum values on the wire: f32 or bf16 (algorithm.wire)", "f32");
   flags.add_bool("single_copy", "peers copy each other's chunks out of the sender's memory (algorithm.single_copy)");
+  flags.add_string("checksum", "payload checksums: auto (none over loopback and ipc://) or always (algorithm.checksum)",
+                   "auto");
   flags.add_bool("help", "print this help");
   if (!flags.parse_flags_only(argc, argv)) return 0;
   peer::tune_allocator_for_large_messages();
@@ -95,6 +98,9 @@ int run(int argc, char** argv) {
   const std::string algo = flags.get_string("algo");
   const std::string wire = flags.get_string("wire");
   if (wire != "f32" && wire != "bf16") throw Error("exchange_bench", "--wire must be f32 or bf16, not '" + wire + "'");
+  const std::string checksum = flags.get_string("checksum");
+  if (checksum != "auto" && checksum != "always")
+    throw Error("exchange_bench", "--checksum must be auto or always, not '" + checksum + "'");
   char tmpl[] = "/tmp/gossip-bench-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
   std::vector<pid_t> pids;
@@ -109,7 +115,7 @@ int run(int argc, char** argv) {
       try {
         s = run_peer(r, n, floats, algo, static_cast<int>(flags.get_int("rounds")), dir, flags.get_string("transport"),
                      static_cast<size_t>(flags.get_int("chunk_bytes")) / 4, flags.get_double("timeout"),
-                     flags.get_double("max_norm_ratio"), wire == "bf16" ? peer::Dtype::kBf16 : peer::Dtype::kF32, flags.get_bool("single_copy"));
+                     flags.get_double("max_norm_ratio"), wire == "bf16" ? peer::Dtype::kBf16 : peer::Dtype::kF32, flags.get_bool("single_copy"), checksum == "always");
       } catch (const std::exception& e) {
         std::fprintf(stderr, "peer %d: %s\n", r, e.what());
       }

@@ -36,16 +36,18 @@ shm_bars=$(mktemp)
 floors=$(mktemp)
 # name[@ipc][@bf16][@1copy]: @ipc runs over ipc://, @bf16 sends the gossip values as bfloat16
 # (algorithm.wire), @1copy lends the chunks: the receiver copies them out of the sender's memory
-# (algorithm.single_copy; ZeroMQ over tcp://127.0.0.1 carries only the references).
-ALGOS=(ring one_peer_exponential push_sum allreduce ring@ipc one_peer_exponential@ipc ring@bf16 one_peer_exponential@bf16
+# (algorithm.single_copy; ZeroMQ over tcp://127.0.0.1 carries only the references), @crc
+# checksums every payload (algorithm.checksum: always; by default chunks over loopback go without).
+ALGOS=(ring one_peer_exponential ring@crc one_peer_exponential@crc push_sum allreduce ring@ipc one_peer_exponential@ipc ring@bf16 one_peer_exponential@bf16
   ring@1copy one_peer_exponential@1copy push_sum@1copy allreduce@1copy)
-echo "gossip rows use tcp://127.0.0.1 unless marked ipc://, and f32 values unless marked bf16; MPI uses --mca btl"
+echo "gossip rows use tcp://127.0.0.1 unless marked ipc://, and f32 values unless marked bf16; crc rows checksum"
+echo "every payload (algorithm.checksum: always; the others send vector chunks over loopback without); MPI uses --mca btl"
 echo "tcp,self (ratios are to it) and, in the last columns, its shared-memory transport (--mca btl vader,self),"
 echo "beside our same-host transports (ipc://, and single copy: 1-copy);"
 echo "medians of $REPEATS runs of 10 rounds"
 echo
-echo "| floats (MB) | n | MPI_Allreduce ms | gloo all_reduce ms | gloo / MPI | ring ms | ring / MPI | one-peer exp ms | one-peer / MPI | push-sum ms | push-sum / MPI | our all-reduce ms | ours / MPI | ring ipc ms | ring ipc / MPI | one-peer ipc ms | one-peer ipc / MPI | ring bf16 ms | ring bf16 / MPI | one-peer bf16 ms | one-peer bf16 / MPI | ring 1-copy ms | ring 1-copy / MPI | one-peer 1-copy ms | one-peer 1-copy / MPI | push-sum 1-copy ms | push-sum 1-copy / MPI | our all-reduce 1-copy ms | ours 1-copy / MPI | MPI shm ms | ring ipc / MPI shm | one-peer ipc / MPI shm | ring 1-copy / MPI shm | one-peer 1-copy / MPI shm | our all-reduce 1-copy / MPI shm |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| floats (MB) | n | MPI_Allreduce ms | gloo all_reduce ms | gloo / MPI | ring ms | ring / MPI | one-peer exp ms | one-peer / MPI | ring crc ms | ring crc / MPI | one-peer crc ms | one-peer crc / MPI | push-sum ms | push-sum / MPI | our all-reduce ms | ours / MPI | ring ipc ms | ring ipc / MPI | one-peer ipc ms | one-peer ipc / MPI | ring bf16 ms | ring bf16 / MPI | one-peer bf16 ms | one-peer bf16 / MPI | ring 1-copy ms | ring 1-copy / MPI | one-peer 1-copy ms | one-peer 1-copy / MPI | push-sum 1-copy ms | push-sum 1-copy / MPI | our all-reduce 1-copy ms | ours 1-copy / MPI | MPI shm ms | ring ipc / MPI shm | one-peer ipc / MPI shm | ring 1-copy / MPI shm | one-peer 1-copy / MPI shm | our all-reduce 1-copy / MPI shm |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for floats in $SIZES; do
   for n in 4 8; do
     declare -A res=()
@@ -57,7 +59,9 @@ for floats in $SIZES; do
         transport=tcp; [[ $a == *@ipc* ]] && transport=ipc
         wire=f32; [[ $a == *@bf16* ]] && wire=bf16
         copy=(); [[ $a == *@1copy* ]] && copy=(--single_copy)
-        res[$a]+="$(build/bin/exchange_bench --n "$n" --floats "$floats" --algo "${a%%@*}" --transport $transport --wire $wire "${copy[@]}" --rounds 10 | awk '{print $NF}') "
+        checksum=auto; [[ $a == *@crc* ]] && checksum=always
+        res[$a]+="$(build/bin/exchange_bench --n "$n" --floats "$floats" --algo "${a%%@*}" --transport $transport --wire $wire \
+          "${copy[@]}" --checksum $checksum --rounds 10 | awk '{print $NF}') "
       done
     done
     m() { printf '%s\n' ${res[$1]} | median; }

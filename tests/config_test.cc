@@ -268,6 +268,15 @@ TEST(Config, SingleCopyIsOffUnlessAsked) {
   EXPECT_TRUE(parse_config("algorithm: {kind: push_sum, single_copy: true}", "t.yaml").algorithm.single_copy);
 }
 
+TEST(Config, PayloadChecksumsAreAutoUnlessAlways) {
+  EXPECT_FALSE(parse_config("algorithm: gossip", "t.yaml").algorithm.checksum_always);
+  EXPECT_FALSE(parse_config("algorithm: {kind: gossip, checksum: auto}", "t.yaml").algorithm.checksum_always);
+  EXPECT_TRUE(parse_config("algorithm: {kind: push_sum, checksum: always}", "t.yaml").algorithm.checksum_always);
+  EXPECT_NE(error_of("algorithm: {kind: gossip, checksum: never}").find("field 'algorithm.checksum': 'never' is not one of auto, always"),
+            std::string::npos)
+      << error_of("algorithm: {kind: gossip, checksum: never}");
+}
+
 TEST(Config, WireDefaultsToF32AndTakesBf16ForGossip) {
   EXPECT_EQ(parse_config("algorithm: gossip", "t.yaml").algorithm.wire, Dtype::kF32);
   EXPECT_EQ(parse_config("algorithm: {kind: gossip, wire: bf16, global_average_every: 6}", "t.yaml").algorithm.wire,

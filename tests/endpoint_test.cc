@@ -20,6 +20,16 @@ TEST(EndpointHost, TheHostOfTcpNothingForOtherKinds) {
   EXPECT_EQ(endpoint_host("inproc://3"), "");
 }
 
+// Loopback: what connects there never left the host (names are not resolved).
+TEST(IsLoopback, LoopbackAddressesAndLocalSocketsNotNamesOrOtherAddresses) {
+  for (const char* local : {"tcp://127.0.0.1:5555", "tcp://127.3.2.1:0", "tcp://localhost:29500", "tcp://[::1]:5555",
+                            "ipc:///tmp/run/peer-0", "inproc://3"})
+    EXPECT_TRUE(is_loopback(local)) << local;
+  for (const char* other : {"tcp://10.0.0.5:5555", "tcp://node07:29500", "tcp://*:5555", "tcp://0.0.0.0:5555",
+                            "tcp://127.0.0.1.example.org:5555", "tcp://lo:5555", "tcp://[::]:5555", "udp://127.0.0.1:1"})
+    EXPECT_FALSE(is_loopback(other)) << other;
+}
+
 // A rank named by a host name listens on every interface at its port; addresses (valid or not),
 // interface names, ipc paths and port 0 are left as they are.
 TEST(ListenAddress, HostNamesListenEverywhereTheRestAsWritten) {

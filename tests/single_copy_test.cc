@@ -31,15 +31,6 @@ namespace fs = std::filesystem;
 
 class SingleCopyTest : public ZmqFixture {};
 
-// A connection to `endpoint` that says it is peer 1 (its routing id), for hand-made messages.
-zmq::socket_t claims_to_be_peer_1(zmq::context_t& ctx, const std::string& endpoint) {
-  zmq::socket_t s(ctx, zmq::socket_type::dealer);
-  s.set(zmq::sockopt::routing_id, "r1");
-  s.set(zmq::sockopt::linger, 0);
-  s.connect(endpoint);
-  return s;
-}
-
 // Sends, as peer 1, a gossip message of `round` for 8 floats: the values, or (lent) a reference.
 void send_as_peer_1(zmq::socket_t& s, uint64_t round, const void* payload, size_t bytes, bool lent) {
   Header h;

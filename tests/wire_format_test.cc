@@ -283,9 +283,13 @@ TEST(WireFormat, LentPayloadsAreReferencesInVectorMessagesOnly) {
   EXPECT_EQ(validate_header(buf, kHeaderBytes, kLentRefBytes, &d).value_or(""),
             "a lent payload in a control request message");
   h.kind = MessageKind::kGossip;
-  h.flags = 2;
+  h.flags = 4;
   encode_header(h, buf);
-  EXPECT_EQ(validate_header(buf, kHeaderBytes, kLentRefBytes, &d).value_or(""), "unknown header flags 2");
+  EXPECT_EQ(validate_header(buf, kHeaderBytes, kLentRefBytes, &d).value_or(""), "unknown header flags 4");
+  h.flags = kFlagLent | kFlagUnchecked;  // a reference always carries its checksum
+  encode_header(h, buf);
+  EXPECT_EQ(validate_header(buf, kHeaderBytes, kLentRefBytes, &d).value_or(""),
+            "an unchecked payload in a lent gossip message (only vector chunks sent as values may skip the checksum)");
   h.flags = kFlagLent;
   h.total_floats = 999;  // 1000 lent floats do not fit
   encode_header(h, buf);
@@ -295,6 +299,46 @@ TEST(WireFormat, LentPayloadsAreReferencesInVectorMessagesOnly) {
   h.total_floats = h.offset = 0;
   encode_header(h, buf);
   EXPECT_EQ(validate_header(buf, kHeaderBytes, 0, &d), std::nullopt) << "lent-done is a known wire kind";
+}
+
+// An unchecked chunk (kFlagUnchecked: a link that keeps bytes intact) has a checksum of its header
+// alone: a changed value goes unnoticed by it, a changed header field does not; the scan still
+// reads the values. Only vector chunks may be unchecked.
+TEST(WireFormat, AnUncheckedChunksChecksumCoversItsHeaderOnly) {
+  std::vector<float> values(1000, 0.5f);
+  Header h = sample();
+  h.kind = MessageKind::kGossip;
+  h.offset = 0;
+  h.payload_bytes = 4000;
+  h.flags = kFlagUnchecked;
+  uint8_t head[kHeaderBytes];
+  encode_header(h, head);
+  EXPECT_EQ(message_checksum(h, values.data(), 4000), crc32c(head, kHeaderBytes - 4));
+  Header checked = h;
+  checked.flags = 0;
+  EXPECT_NE(message_checksum(h, values.data(), 4000), message_checksum(checked, values.data(), 4000));
+  h.checksum = message_checksum(h, values.data(), 4000);
+  encode_header(h, head);
+  Header d;
+  values[123] = 7.0f;  // not covered
+  EXPECT_EQ(validate_message(head, kHeaderBytes, values.data(), 4000, &d), std::nullopt);
+  EXPECT_EQ(d.flags, kFlagUnchecked);
+  values[123] = std::nanf("");
+  FloatScan scan;
+  EXPECT_TRUE(checksum_matches(d, values.data(), 4000, &scan));
+  EXPECT_FALSE(scan.finite) << "the scan reads the values all the same";
+  Header moved = h;
+  moved.round += 1;  // covered: a header changed on the way is caught
+  encode_header(moved, head);
+  EXPECT_EQ(validate_message(head, kHeaderBytes, values.data(), 4000, &d).value_or(""), "checksum mismatch");
+  for (MessageKind kind : {MessageKind::kView, MessageKind::kControlRequest, MessageKind::kHeartbeat}) {
+    Header text = h;
+    text.kind = kind;
+    encode_header(text, head);
+    EXPECT_EQ(validate_header(head, kHeaderBytes, 4000, &d).value_or(""),
+              "an unchecked payload in a " + kind_name(kind) +
+                  " message (only vector chunks sent as values may skip the checksum)");
+  }
 }
 
 // The checksum's pass reads bf16 values as bf16: NaN/Inf anywhere is found, and the sum of

@@ -1,6 +1,6 @@
 // The fixture of the ZeroMQ transport's tests (zmq_transport_test, single_copy_test): a
 // rendezvous directory of its own per test, and the options of peer `rank` of `n` on loopback
-// (port 0, published in that directory).
+// (port 0, published in that directory); a raw connection posing as peer 1.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,10 +9,20 @@
 #include <filesystem>
 #include <string>
 #include <utility>
+#include <zmq.hpp>
 
 #include "transport/zmq/zmq_transport.h"
 
 namespace gossip::peer {
+
+// A connection to `endpoint` that says it is peer 1 (its routing id), for hand-made messages.
+inline zmq::socket_t claims_to_be_peer_1(zmq::context_t& ctx, const std::string& endpoint) {
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::routing_id, "r1");
+  s.set(zmq::sockopt::linger, 0);
+  s.connect(endpoint);
+  return s;
+}
 
 class ZmqFixture : public ::testing::Test {
  protected:

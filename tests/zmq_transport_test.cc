@@ -45,6 +45,17 @@ class ZmqTransportTest : public ZmqFixture {
   }
 };
 
+// Sends h with `payload` from peer 1, its checksum computed (then xor-ed with `spoil`).
+void send_raw(zmq::socket_t& s, Header h, const std::vector<float>& payload, uint32_t spoil = 0) {
+  h.sender = 1;
+  h.payload_bytes = static_cast<uint32_t>(payload.size() * 4);
+  h.checksum = message_checksum(h, payload.data(), h.payload_bytes) ^ spoil;
+  uint8_t head[kHeaderBytes];
+  encode_header(h, head);
+  s.send(zmq::buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
+  s.send(zmq::buffer(payload.data(), payload.size() * 4), zmq::send_flags::none);
+}
+
 TEST(WatchSets, EachMemberHasItsWatchersAndBeatsAConstantNumber) {
   const std::vector<int> ids = {4, 9, 2, 7, 11, 30, 5, 8};  // view order, not sorted
   std::map<int, std::vector<int>> watched_by;
@@ -145,12 +156,14 @@ TEST_F(ZmqTransportTest, ChunkedVectorsTravelBothWays) {
   EXPECT_GE(a.stats().bytes_sent, 400000u);
 }
 
-// Over real sockets the receiver checks each chunk's checksum itself, and the same pass gives the
-// chunk's sum of squares to GossipStep's outlier screen (no in-process shortcut involved). With
-// single copy there is no checksum to check, and the scan of the copied values does the same; a
-// NaN chunk is not mixed in either way.
-TEST_F(ZmqTransportTest, GossipScreensOutliersWithTheChecksumPassNorms) {
-  for (bool single_copy : {false, true}) {
+// Over real sockets, however the values come, GossipStep's outlier and NaN screen sees them (no
+// in-process shortcut involved): with algorithm.checksum: always the receiver checks each chunk's
+// checksum and the same pass gives the chunk's sum of squares; over loopback by default the chunks
+// come unchecked and the fold's own pass scans them; with single copy there is no checksum either
+// and the fold scans the values it reads from the lender's region. A NaN chunk is not mixed in.
+TEST_F(ZmqTransportTest, GossipScreensOutliersHoweverTheValuesCome) {
+  for (const char* mode : {"checksum always", "unchecked", "single copy"}) {
+    const bool single_copy = std::string(mode) == "single copy";
     const int n = 3;
     const size_t dim = 4000, chunk = 1000;
     std::vector<std::vector<float>> x(n, std::vector<float>(dim)), out(n, std::vector<float>(dim));
@@ -163,6 +176,7 @@ TEST_F(ZmqTransportTest, GossipScreensOutliersWithTheChecksumPassNorms) {
       peers.emplace_back([&, r] {
         ZmqTransportOptions o = options(r, n);
         o.single_copy = single_copy;
+        o.checksum_always = std::string(mode) == "checksum always";
         ZmqTransport t(o);
         GossipStep step(t, topology::Graph{topology::Kind::kRing, 0, {}}, dim, chunk, 10.0, 10.0);
         step.step(0, x[r].data(), out[r].data());
@@ -172,10 +186,10 @@ TEST_F(ZmqTransportTest, GossipScreensOutliersWithTheChecksumPassNorms) {
     for (int r = 0; r < n; ++r) fs::remove(dir_ / ("peer-" + std::to_string(r)));  // the next run's rendezvous
     for (int r : {0, 2}) {
       const float self = float(r + 1), other = r == 0 ? 3.0f : 1.0f;
-      EXPECT_FLOAT_EQ(out[r][0], 2.0f) << single_copy;
-      EXPECT_FLOAT_EQ(out[r][1500], (2 * self + other) / 3) << "peer 1's outlier chunk is not mixed in";
-      EXPECT_FLOAT_EQ(out[r][2999], (2 * self + other) / 3) << "peer 1's NaN chunk is not mixed in";
-      EXPECT_FLOAT_EQ(out[r][3999], 2.0f) << single_copy;
+      EXPECT_FLOAT_EQ(out[r][0], 2.0f) << mode;
+      EXPECT_FLOAT_EQ(out[r][1500], (2 * self + other) / 3) << mode << ": peer 1's outlier chunk is not mixed in";
+      EXPECT_FLOAT_EQ(out[r][2999], (2 * self + other) / 3) << mode << ": peer 1's NaN chunk is not mixed in";
+      EXPECT_FLOAT_EQ(out[r][3999], 2.0f) << mode;
     }
     if (testing::process_vm_readv_works()) {
       EXPECT_EQ(lent[0], single_copy ? 2 * dim * 4 : 0) << "both neighbours copied all of peer 0's chunks";
@@ -184,7 +198,7 @@ TEST_F(ZmqTransportTest, GossipScreensOutliersWithTheChecksumPassNorms) {
 }
 
 // bf16 gossip over real sockets: chunks of an odd number of 2-byte values (payloads that are not
-// whole floats), checked and scanned as bf16 by the receiver, half the bytes of f32.
+// whole floats), scanned as bf16 by the receiver, half the bytes of f32.
 TEST_F(ZmqTransportTest, Bf16GossipTravelsAsHalfTheBytes) {
   const int n = 3;
   const size_t dim = 3001, chunk = 999;
@@ -211,35 +225,86 @@ TEST_F(ZmqTransportTest, Bf16GossipTravelsAsHalfTheBytes) {
 TEST_F(ZmqTransportTest, GarbageIsDroppedAndTheNextGoodMessageArrives) {
   ZmqTransport a(options(0, 2));
   zmq::context_t ctx;
-  zmq::socket_t rogue(ctx, zmq::socket_type::dealer);
-  rogue.set(zmq::sockopt::routing_id, "r1");
-  rogue.set(zmq::sockopt::linger, 0);
-  rogue.connect(a.bound_endpoint());
+  zmq::socket_t rogue = claims_to_be_peer_1(ctx, a.bound_endpoint());
   rogue.send(zmq::str_buffer("hello, not a gossip peer"), zmq::send_flags::none);
-  auto send_raw = [&](Header h, std::vector<float> payload) {
-    h.sender = 1;
-    h.payload_bytes = static_cast<uint32_t>(payload.size() * 4);
-    h.checksum = message_checksum(h, payload.data(), h.payload_bytes);
-    uint8_t head[kHeaderBytes];
-    encode_header(h, head);
-    rogue.send(zmq::buffer(head, kHeaderBytes), zmq::send_flags::sndmore);
-    rogue.send(zmq::buffer(payload.data(), payload.size() * 4), zmq::send_flags::none);
-  };
   Header h;
   h.kind = MessageKind::kGossip;
   h.total_floats = 2;
   Header old_version = h;
   old_version.version = 0;
-  send_raw(old_version, {1, 2});
+  send_raw(rogue, old_version, {1, 2});
   Header huge = h;
   huge.total_floats = 1ull << 40;  // another model shape
-  send_raw(huge, {1, 2});
-  send_raw(h, {7, 8});
+  send_raw(rogue, huge, {1, 2});
+  send_raw(rogue, h, {7, 8});
   std::vector<float> got;
   receive_vector(a, 1, {MessageKind::kGossip, 0, 0}, 0, 2, 5.0,
                  [&](size_t, const float* v, size_t c) { got.assign(v, v + c); });
   EXPECT_EQ(got, (std::vector<float>{7, 8}));
   EXPECT_EQ(a.stats().messages_dropped, 3u);
+}
+
+// Over loopback a vector's chunks go with a checksum of their header alone (kFlagUnchecked) and
+// anything else (text) with its full checksum; with algorithm.checksum: always, every payload is
+// checksummed. Seen from a raw socket standing in for the neighbour.
+TEST_F(ZmqTransportTest, OverLoopbackVectorChunksGoWithoutAPayloadChecksum) {
+  for (bool always : {false, true}) {
+    zmq::context_t ctx;
+    zmq::socket_t raw(ctx, zmq::socket_type::router);
+    raw.set(zmq::sockopt::linger, 0);
+    raw.bind("tcp://127.0.0.1:*");
+    ZmqTransportOptions o = options(0, 2);
+    o.endpoints[1] = raw.get(zmq::sockopt::last_endpoint);
+    o.checksum_always = always;
+    ZmqTransport a(o);
+    auto data = std::make_shared<std::vector<float>>(3000, 0.25f);
+    send_vector(a, 1, {MessageKind::kGossip, 0, 0}, data->data(), data, 0, 3000, 3000, 0, 1000);
+    raw.set(zmq::sockopt::rcvtimeo, 5000);
+    std::map<MessageKind, int> unchecked, checked;
+    for (int m = 0; m < 4; ++m) {
+      if (m == 3)  // (a proposal drops what is still queued of its epoch: sent once the chunks are out)
+        a.send(1, text_message(MessageKind::kView, 0, 1, 0, std::make_shared<std::string>(pad_text("a proposal"))));
+      std::vector<zmq::message_t> frames(3);
+      for (auto& f : frames) ASSERT_TRUE(raw.recv(f)) << "message " << m;
+      Header h;
+      ASSERT_EQ(validate_message(frames[1].data(), frames[1].size(), frames[2].data(), frames[2].size(), &h),
+                std::nullopt);
+      ++(h.flags & kFlagUnchecked ? unchecked : checked)[h.kind];
+      uint8_t head[kHeaderBytes];
+      encode_header(h, head);
+      EXPECT_EQ(h.checksum == crc32c(head, kHeaderBytes - 4), (h.flags & kFlagUnchecked) != 0)
+          << "an unchecked chunk's checksum is its header's";
+    }
+    EXPECT_EQ(unchecked[MessageKind::kGossip], always ? 0 : 3);
+    EXPECT_EQ(checked[MessageKind::kGossip], always ? 3 : 0);
+    EXPECT_EQ(checked[MessageKind::kView], 1);
+  }
+}
+
+// A chunk without a payload checksum is taken over loopback (its values unchecked, its header
+// checked), and dropped by a peer set to algorithm.checksum: always, or when its header does not
+// match its checksum; a checked chunk sent after them arrives.
+TEST_F(ZmqTransportTest, AnUncheckedChunkIsTakenOnlyWhereTheLinkKeepsBytesIntact) {
+  for (bool always : {false, true}) {
+    ZmqTransportOptions o = options(0, 2);
+    o.checksum_always = always;
+    ZmqTransport a(o);
+    zmq::context_t ctx;
+    zmq::socket_t rogue = claims_to_be_peer_1(ctx, a.bound_endpoint());
+    Header h;
+    h.kind = MessageKind::kGossip;
+    h.total_floats = 2;
+    Header unchecked = h;
+    unchecked.flags = kFlagUnchecked;
+    send_raw(rogue, unchecked, {1, 2}, 1);  // its header does not match its checksum
+    send_raw(rogue, unchecked, {3, 4});
+    send_raw(rogue, h, {5, 6});
+    std::vector<float> got;
+    receive_vector(a, 1, {MessageKind::kGossip, 0, 0}, 0, 2, 5.0,
+                   [&](size_t, const float* v, size_t c) { got.assign(v, v + c); });
+    EXPECT_EQ(got, (std::vector<float>{always ? 5.0f : 3.0f, always ? 6.0f : 4.0f})) << always;
+    EXPECT_EQ(a.stats().messages_dropped, always ? 2u : 1u) << always;
+  }
 }
 
 TEST_F(ZmqTransportTest, MissingNeighbourEndpointIsAClearError) {

@@ -14,6 +14,14 @@ std::string endpoint_host(const std::string& ep) {
   return colon < 6 ? ep.substr(6) : ep.substr(6, colon - 6);
 }
 
+bool is_loopback(const std::string& ep) {
+  if (ep.rfind("ipc://", 0) == 0 || ep.rfind("inproc://", 0) == 0) return true;
+  if (ep.rfind("tcp://", 0) != 0) return false;
+  const std::string host = endpoint_host(ep);
+  if (host == "localhost" || host == "[::1]") return true;
+  return host.rfind("127.", 0) == 0 && host.find_first_not_of("0123456789.") == std::string::npos;
+}
+
 std::string listen_address(const std::string& ep) {
   const size_t colon = ep.rfind(':');
   if (ep.rfind("tcp://", 0) != 0 || colon < 6) return ep;  // not tcp, or no port

@@ -12,6 +12,11 @@ bool binds_any_port(const std::string& endpoint);
 // inproc://: always this host).
 std::string endpoint_host(const std::string& endpoint);
 
+// True when whatever connects to `endpoint` is on this host and its bytes never leave the
+// machine's memory: ipc://, inproc://, or a tcp:// endpoint at a loopback address (127.0.0.0/8,
+// localhost, [::1]). Host names are not resolved (false).
+bool is_loopback(const std::string& endpoint);
+
 // Where a peer listens for its own endpoint: the endpoint itself, except a tcp:// endpoint named
 // by a host name (tcp://node07:29500, from a cluster's host list), which ZeroMQ cannot bind: that
 // one listens on every interface at its port (tcp://*:29500), as the other hosts reach it by

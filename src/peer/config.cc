@@ -227,6 +227,7 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
     r.read_number("max_norm_ratio", a.max_norm_ratio, 0, 1e30);
     r.read_choice("wire", a.wire, {{"f32", Dtype::kF32}, {"bf16", Dtype::kBf16}, {"int8", Dtype::kInt8}});
     r.read("single_copy", a.single_copy, "true or false");
+    r.read_choice("checksum", a.checksum_always, {{"auto", false}, {"always", true}});
     r.read_number("inner_steps", a.inner_steps, 1, 1e9);
     r.read_number("outer_lr", a.outer_lr, 0, 100);
     r.read_number("outer_momentum", a.outer_momentum, 0, 0.999999);

@@ -53,6 +53,10 @@ struct AlgorithmConfig {
   // peer's parameters live in shared regions its neighbours map and fold from in place (no copy).
   // Where a neighbour cannot be read (another host, no ptrace permission) its values come over the socket.
   bool single_copy = false;
+  // Payload checksums (CRC32C): `auto` skips them for vector chunks over links that keep bytes
+  // intact by themselves (loopback, ipc://, CurveZMQ); `always` checksums every payload and
+  // refuses unchecked ones — the same on every peer, like `wire`.
+  bool checksum_always = false;
   // DiLoCo: `inner_steps` local steps, then the pseudo-gradients averaged by `outer_average`
   // (allreduce: exact; gossip: `gossip_rounds` rounds on the topology) and an outer Nesterov step.
   int inner_steps = 50;

@@ -272,7 +272,10 @@ Header decode_header(const uint8_t* in) {
 uint32_t message_checksum(const Header& h, const void* payload, size_t payload_bytes, FloatScan* scan) {
   uint8_t buf[kHeaderBytes];
   encode_header(h, buf);
-  return payload_checksum(payload, payload_bytes, crc32c(buf, kHeaderBytes - 4), scan, h.dtype);
+  const uint32_t header_crc = crc32c(buf, kHeaderBytes - 4);
+  if (!(h.flags & kFlagUnchecked)) return payload_checksum(payload, payload_bytes, header_crc, scan, h.dtype);
+  if (scan) *scan = payload_scan(payload, payload_bytes, h.dtype);
+  return header_crc;
 }
 
 std::optional<std::string> validate_header(const void* header, size_t header_bytes, size_t frame_bytes,
@@ -286,7 +289,10 @@ std::optional<std::string> validate_header(const void* header, size_t header_byt
   const auto kind = static_cast<uint16_t>(h.kind);
   if (kind < static_cast<uint16_t>(MessageKind::kGossip) || kind > kLastWireKind)
     return "unknown message kind " + std::to_string(kind);
-  if (h.flags & ~kFlagLent) return "unknown header flags " + std::to_string(h.flags);
+  if (h.flags & ~(kFlagLent | kFlagUnchecked)) return "unknown header flags " + std::to_string(h.flags);
+  if ((h.flags & kFlagUnchecked) && (!is_vector_kind(h.kind) || (h.flags & kFlagLent)))
+    return "an unchecked payload in a " + std::string(h.flags & kFlagLent ? "lent " : "") + kind_name(h.kind) +
+           " message (only vector chunks sent as values may skip the checksum)";
   const size_t payload_bytes = h.payload_bytes;
   if (h.flags & kFlagLent) {
     if (!is_vector_kind(h.kind)) return "a lent payload in a " + kind_name(h.kind) + " message";

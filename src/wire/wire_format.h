@@ -14,8 +14,8 @@ namespace gossip::peer {
 
 inline constexpr uint32_t kMagic = 0x50535347;  // "GSSP" read as little-endian bytes
 // 2: elastic membership messages; 3: bf16 payloads; 4: lent payloads (flags) and kLentDone;
-// 5: lent references name a shared region (memfd) the reader may map.
-inline constexpr uint16_t kProtocolVersion = 5;
+// 5: lent references name a shared region (memfd) the reader may map; 6: unchecked payloads.
+inline constexpr uint16_t kProtocolVersion = 6;
 inline constexpr size_t kHeaderBytes = 64;
 
 enum class MessageKind : uint16_t {
@@ -49,6 +49,12 @@ enum ProbeTag : uint32_t {
 
 // Header flags.
 inline constexpr uint16_t kFlagLent = 1;  // the payload frame is a LentRef; the values stay with the sender
+// The checksum covers the header alone: the vector chunk's values came over a link that keeps
+// bytes intact by itself — loopback or ipc:// (they never leave this host's memory) or CurveZMQ
+// (each message authenticated by its MAC) — so the CRC pass over them, at both ends, is skipped
+// (algorithm.checksum: auto). A receiver takes such a payload only where it agrees the link is
+// one of those; NaN, Inf and outliers are still screened where the values are used.
+inline constexpr uint16_t kFlagUnchecked = 2;
 
 // Single-copy transfers between peers on one host (algorithm.single_copy): instead of the values
 // the payload frame says where they are in the sender's memory, and the receiver copies them out
@@ -116,8 +122,8 @@ struct Header {
   uint64_t offset = 0;         // first value of this chunk inside that vector
   double weight = 0;           // push-sum weight (p·w); 0 elsewhere
   Dtype dtype = Dtype::kF32;   // of the payload values (16 bits on the wire): payload_bytes = values · element_bytes
-  uint16_t flags = 0;          // kFlagLent, or 0
-  uint32_t checksum = 0;       // CRC32C of header bytes [0, 60) then the payload frame
+  uint16_t flags = 0;          // kFlagLent, kFlagUnchecked, or 0
+  uint32_t checksum = 0;       // CRC32C of header bytes [0, 60) then the payload frame (unless kFlagUnchecked)
 };
 
 // Fixed-width little-endian encoding; `out` must hold kHeaderBytes.
@@ -151,7 +157,8 @@ uint32_t payload_checksum(const void* data, size_t bytes, uint32_t seed, FloatSc
                           Dtype dtype = Dtype::kF32);
 
 // Computes the checksum over the encoded header (minus its checksum field) and the payload (a
-// scan reads the values as header.dtype says).
+// scan reads the values as header.dtype says); with kFlagUnchecked over the header alone (a scan
+// still reads the values).
 uint32_t message_checksum(const Header& h, const void* payload, size_t payload_bytes, FloatScan* scan = nullptr);
 
 // Why a received header is rejected, or nullopt when it is well formed: sizes, magic, version,

@@ -74,6 +74,13 @@ std::optional<std::string> ZmqTransport::judge(const std::string& who, std::vect
     return "a lent chunk of " + std::to_string(h->payload_bytes) + " bytes (chunks are at most " +
            std::to_string(options_.chunk_bytes) + ")";
   if (lent && !checksum_ok()) return "a lent chunk reference with a bad checksum";
+  if (h->flags & kFlagUnchecked) {  // the header's checksum is checked here, as it costs nothing
+    if (options_.checksum_always) return "a vector chunk without a payload checksum (this peer has algorithm.checksum: always)";
+    if (!takes_unchecked_)
+      return "a vector chunk without a payload checksum over a link that does not keep bytes intact by itself "
+             "(this peer takes those over loopback, ipc:// or CurveZMQ only)";
+    if (!checksum_ok()) return "a header with a bad checksum";
+  }
   if (kind == MessageKind::kLentDone && !checksum_ok()) return "a lent-done with a bad checksum";
   if (kind == MessageKind::kHeartbeat && h->tag != kBeat) {
     if (h->tag > kProbeVouch) return "a heartbeat with an unknown probe tag " + std::to_string(h->tag);
@@ -120,7 +127,9 @@ void ZmqTransport::accept(zmq::socket_t& router, const zmq::message_t& identity,
   InMessage in;
   in.header = h;
   in.count = h.payload_bytes / element_bytes(h.dtype);
-  in.verified = false;  // the payload checksum is checked by the consumer (receive_vector)
+  // The payload checksum is checked by the consumer (receive_vector); an unchecked payload's
+  // header was checked in judge().
+  in.verified = (h.flags & kFlagUnchecked) != 0;
   if (h.flags & kFlagLent) {
     const LentRef ref = decode_lent_ref(static_cast<const uint8_t*>(frames[1].data()));
     const int lender = static_cast<int>(h.sender);

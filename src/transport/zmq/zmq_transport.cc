@@ -120,6 +120,10 @@ void ZmqTransport::set_members(const std::vector<PeerAddress>& members, uint32_t
 
 std::string ZmqTransport::log_prefix() const { return "peer " + std::to_string(rank()) + ": "; }
 
+bool ZmqTransport::keeps_bytes_intact(const std::string& endpoint) const {
+  return !options_.checksum_always && (!options_.curve_secret.empty() || is_loopback(endpoint));
+}
+
 void ZmqTransport::set_self_id(int id) {
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
@@ -169,8 +173,14 @@ void ZmqTransport::send_to_each(const std::vector<int>& peers, const OutMessage&
   // One checksum serves every copy (identical headers) — except where the values are lent (single
   // copy): a lent chunk's values carry no checksum, so one is computed on the comm thread only for
   // a copy that goes over the socket after all (a link whose lending was refused).
+  // Nor where every link keeps the bytes intact (a vector's chunks then go unchecked: flush).
   const bool lent = options_.single_copy && is_vector_kind(m.header.kind) && m.header.payload_bytes > 0;
-  m.checksum_ready = peers.size() > 1 && !lent;
+  bool all_intact = is_vector_kind(m.header.kind);
+  if (all_intact) {
+    std::lock_guard<std::mutex> lock(peers_mutex_);
+    for (int peer : peers) all_intact = all_intact && keeps_bytes_intact(endpoints_.at(peer));
+  }
+  m.checksum_ready = peers.size() > 1 && !lent && !all_intact;
   if (m.checksum_ready) m.header.checksum = message_checksum(m.header, m.data, m.header.payload_bytes);
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
@@ -270,6 +280,7 @@ void ZmqTransport::comm_main(std::promise<std::string> bound) {
       throw Error("peer " + std::to_string(rank()), "cannot bind " + ep + ": " + e.what());
     }
     const std::string actual = router.get(zmq::sockopt::last_endpoint);
+    takes_unchecked_ = keeps_bytes_intact(actual);  // a loopback bind is reached from this host only
     if (any_port && rank() >= 0) publish_endpoint(options_.rendezvous_dir, rank(), actual, options_.run_id);
     bound.set_value(ep != named ? named : actual);
     announced = true;
@@ -353,6 +364,10 @@ bool ZmqTransport::flush(Link& link, int peer) {
       if (!send_lent(link, m)) return false;
       link.pending.pop_front();
       continue;
+    }
+    if (is_vector_kind(m.header.kind) && m.header.payload_bytes > 0 && keeps_bytes_intact(link.dialled)) {
+      m.header.flags |= kFlagUnchecked;  // the checksum covers the header alone
+      m.checksum_ready = false;
     }
     // The options' reference to the owner, held around the checksum's read of the buffer, puts
     // that read before the owner's release in the reference count's release sequence, so a

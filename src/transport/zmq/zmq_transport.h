@@ -66,6 +66,10 @@ struct ZmqTransportOptions {
   std::string curve_public, curve_secret;
   std::vector<std::string> peer_public_keys;
   std::vector<std::string> allowed_keys;
+  // Vector chunks' values carry no checksum where the link keeps them intact by itself (see
+  // kFlagUnchecked: loopback, ipc://, CurveZMQ); true: every payload sent is checksummed, and an
+  // unchecked one received is dropped (algorithm.checksum: always).
+  bool checksum_always = false;
 };
 
 // Who watches whom in a view of `members` (ids in view order) when each member is watched by
@@ -184,6 +188,9 @@ class ZmqTransport final : public MembershipPort {
   bool connect(Link& link, int peer);
   void set_connection_heartbeats(zmq::socket_t& socket);
   std::string log_prefix() const;  // "peer ID: ", for the drop log
+  // Whether bytes sent to `endpoint` arrive intact without a checksum of ours (kFlagUnchecked):
+  // for a sender the neighbour's endpoint, for a receiver its own (every sender dialled it).
+  bool keeps_bytes_intact(const std::string& endpoint) const;
   void wake();
 
   ZmqTransportOptions options_;
@@ -202,6 +209,7 @@ class ZmqTransport final : public MembershipPort {
   std::atomic<int64_t> wait_ns_{0};
   DropLog drop_log_;                          // comm thread only: escaped, rate-limited drop lines
   ConnectionGuard* guard_ = nullptr;          // comm thread only: set while comm_loop runs (null: no cap)
+  bool takes_unchecked_ = false;              // comm thread only: keeps_bytes_intact(what it bound)
   std::atomic<uint64_t> connections_refused_{0};
   std::atomic<int> self_id_;
   std::atomic<uint32_t> epoch_{0};
