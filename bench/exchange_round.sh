@@ -43,7 +43,8 @@ ALGOS=(ring one_peer_exponential ring@crc one_peer_exponential@crc push_sum allr
 echo "gossip rows use tcp://127.0.0.1 unless marked ipc://, and f32 values unless marked bf16; crc rows checksum"
 echo "every payload (algorithm.checksum: always; the others send vector chunks over loopback without); MPI uses --mca btl"
 echo "tcp,self (ratios are to it) and, in the last columns, its shared-memory transport (--mca btl vader,self),"
-echo "beside our same-host transports (ipc://, and single copy: 1-copy);"
+echo "beside our same-host transports (ipc://, and single copy: 1-copy); our vectors travel in chunks of 4 MiB"
+echo "(algorithm.chunk_bytes' default);"
 echo "medians of $REPEATS runs of 10 rounds"
 echo
 echo "| floats (MB) | n | MPI_Allreduce ms | gloo all_reduce ms | gloo / MPI | ring ms | ring / MPI | one-peer exp ms | one-peer / MPI | ring crc ms | ring crc / MPI | one-peer crc ms | one-peer crc / MPI | push-sum ms | push-sum / MPI | our all-reduce ms | ours / MPI | ring ipc ms | ring ipc / MPI | one-peer ipc ms | one-peer ipc / MPI | ring bf16 ms | ring bf16 / MPI | one-peer bf16 ms | one-peer bf16 / MPI | ring 1-copy ms | ring 1-copy / MPI | one-peer 1-copy ms | one-peer 1-copy / MPI | push-sum 1-copy ms | push-sum 1-copy / MPI | our all-reduce 1-copy ms | ours 1-copy / MPI | MPI shm ms | ring ipc / MPI shm | one-peer ipc / MPI shm | ring 1-copy / MPI shm | one-peer 1-copy / MPI shm | our all-reduce 1-copy / MPI shm |"

@@ -277,6 +277,16 @@ TEST(Config, PayloadChecksumsAreAutoUnlessAlways) {
       << error_of("algorithm: {kind: gossip, checksum: never}");
 }
 
+TEST(Config, ChunksAre4MiBExceptWhereTheyAreTheUnitOfCompression) {
+  EXPECT_EQ(parse_config("algorithm: gossip", "t.yaml").algorithm.chunk_bytes, 4 << 20);
+  EXPECT_EQ(parse_config("algorithm: {kind: push_sum, wire: bf16}", "t.yaml").algorithm.chunk_bytes, 4 << 20);
+  EXPECT_EQ(parse_config("algorithm: {kind: diloco}", "t.yaml").algorithm.chunk_bytes, 4 << 20);
+  EXPECT_EQ(parse_config("algorithm: {kind: diloco, wire: int8}", "t.yaml").algorithm.chunk_bytes, 1 << 20);
+  EXPECT_EQ(parse_config("algorithm: {kind: choco}", "t.yaml").algorithm.chunk_bytes, 1 << 20);
+  EXPECT_EQ(parse_config("algorithm: {kind: choco, chunk_bytes: 65536}", "t.yaml").algorithm.chunk_bytes, 65536);
+  EXPECT_EQ(parse_config("algorithm: {kind: gossip, chunk_bytes: 1048576}", "t.yaml").algorithm.chunk_bytes, 1 << 20);
+}
+
 TEST(Config, WireDefaultsToF32AndTakesBf16ForGossip) {
   EXPECT_EQ(parse_config("algorithm: gossip", "t.yaml").algorithm.wire, Dtype::kF32);
   EXPECT_EQ(parse_config("algorithm: {kind: gossip, wire: bf16, global_average_every: 6}", "t.yaml").algorithm.wire,

@@ -86,9 +86,9 @@ TEST(HostileInput, RogueMessagesAreDroppedAndTrainingGoesOn) {
   lie.payload_bytes = 0xFFFFFFF0u;  // huge length field
   peer::encode_header(lie, hl.data());
   send_two(hl.data(), hl.size(), four.data(), 16);
-  // A flood of 3 MB frames: over the peer's maximum message size, so ZeroMQ drops them (and the
+  // A flood of 5 MB frames: over the peer's maximum message size, so ZeroMQ drops them (and the
   // connection) without buffering them.
-  std::vector<char> junk(3 << 20, 'x');
+  std::vector<char> junk(5 << 20, 'x');
   for (int i = 0; i < 100; ++i) rogue.send(zmq::buffer(junk), zmq::send_flags::dontwait);
   // Claiming the real neighbour's identity: ZeroMQ refuses the second connection named "r1".
   zmq::socket_t spoof(ctx, zmq::socket_type::dealer);

@@ -205,6 +205,7 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
   YAML::Node node = top.get("algorithm");
   AlgorithmConfig& a = cfg.algorithm;
   std::string kind = "none";
+  bool chunk_given = false;
   if (node.IsScalar()) {
     kind = node.Scalar();
   } else {
@@ -223,6 +224,7 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
     r.read_number("dead_after_s", a.dead_after_s, 0.1, 86400);
     r.read_number("watchers", a.watchers, 0, 1 << 20);
     r.read_number("indirect_probes", a.indirect_probes, 0, 64);
+    chunk_given = r.has("chunk_bytes");
     r.read_number("chunk_bytes", a.chunk_bytes, 4096, 1 << 30);
     r.read_number("max_norm_ratio", a.max_norm_ratio, 0, 1e30);
     r.read_choice("wire", a.wire, {{"f32", Dtype::kF32}, {"bf16", Dtype::kBf16}, {"int8", Dtype::kInt8}});
@@ -264,6 +266,7 @@ void parse_algorithm(MapReader& top, RunConfig& cfg) {
       if (a.wire == Dtype::kInt8 && (k != Algorithm::kDiloco || a.outer_average != OuterAverage::kAllReduce))
         top.fail(node["wire"], "wire: int8 is for diloco's all-reduce average (int8 gossip is kind: choco, compressor: int8)",
                  "algorithm.wire");
+      if (!chunk_given && (k == Algorithm::kChoco || a.wire == Dtype::kInt8)) a.chunk_bytes = kCompressedChunkBytes;
       return;
     }
   top.fail(node, "unknown algorithm '" + kind + "' (valid: none, gossip, push_sum, local_sgd, allreduce, diloco, choco)", "algorithm");
