@@ -3,7 +3,8 @@
 namespace gossip::peer {
 
 bool send_frames(zmq::socket_t& socket, Header h, const void* payload, size_t bytes, FrameOptions options) {
-  if (!options.checksum_ready) h.checksum = message_checksum(h, payload, bytes);
+  if (options.unchecked) h.flags |= kFlagUnchecked;
+  if (!options.checksum_ready || options.unchecked) h.checksum = message_checksum(h, payload, bytes);
   uint8_t head[kHeaderBytes];
   encode_header(h, head);
   if (options.identity) {

@@ -54,8 +54,6 @@ void tune_allocator_for_large_messages() {
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
 }
 
-// One neighbour we send to; lives on the comm thread only.
-
 ZmqTransport::ZmqTransport(ZmqTransportOptions options)
     : options_(std::move(options)), context_(1), max_total_floats_(options_.max_total_floats), self_id_(options_.rank),
       cookie_(random_cookie()) {
@@ -124,6 +122,10 @@ bool ZmqTransport::keeps_bytes_intact(const std::string& endpoint) const {
   return !options_.checksum_always && (!options_.curve_secret.empty() || is_loopback(endpoint));
 }
 
+bool ZmqTransport::sends_unchecked(const Header& h, const std::string& endpoint) const {
+  return is_vector_kind(h.kind) && h.payload_bytes > 0 && keeps_bytes_intact(endpoint);
+}
+
 void ZmqTransport::set_self_id(int id) {
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
@@ -139,48 +141,29 @@ void ZmqTransport::add_endpoint(int id, const std::string& endpoint, const std::
   if (!key.empty()) keys_[id] = key;
 }
 
-void ZmqTransport::send_join(const std::string& contact, const std::string& contact_key, const std::string& text,
-                             uint64_t nonce) {
-  {
-    std::lock_guard<std::mutex> lock(queue_mutex_);
-    joins_.push_back({contact, contact_key, text, nonce});
-  }
-  wake();
-}
-
-void ZmqTransport::forget_join_requests() {
-  {
-    std::lock_guard<std::mutex> lock(queue_mutex_);
-    joins_.clear();
-    forget_joins_ = true;
-  }
-  wake();
-}
-
 void ZmqTransport::send(int peer, OutMessage message) {
   send_to_each({peer}, message);  // one peer: the checksum is computed on the comm thread (flush)
 }
 
 void ZmqTransport::send_to_each(const std::vector<int>& peers, const OutMessage& message) {
-  {
-    std::lock_guard<std::mutex> lock(peers_mutex_);
-    for (int peer : peers)
-      if (!endpoints_.count(peer) || peer == rank()) throw Error("transport", "cannot send to peer " + std::to_string(peer));
-  }
   OutMessage m = message;
   m.header.sender = static_cast<uint32_t>(rank());
   m.header.payload_bytes = static_cast<uint32_t>(m.bytes());
+  bool all_unchecked = true;
+  {
+    std::lock_guard<std::mutex> lock(peers_mutex_);
+    for (int peer : peers) {
+      auto it = endpoints_.find(peer);
+      if (it == endpoints_.end() || peer == rank()) throw Error("transport", "cannot send to peer " + std::to_string(peer));
+      all_unchecked = all_unchecked && sends_unchecked(m.header, it->second);
+    }
+  }
   // One checksum serves every copy (identical headers) — except where the values are lent (single
   // copy): a lent chunk's values carry no checksum, so one is computed on the comm thread only for
-  // a copy that goes over the socket after all (a link whose lending was refused).
-  // Nor where every link keeps the bytes intact (a vector's chunks then go unchecked: flush).
+  // a copy that goes over the socket after all (a link whose lending was refused). Nor where every
+  // copy goes unchecked (flush).
   const bool lent = options_.single_copy && is_vector_kind(m.header.kind) && m.header.payload_bytes > 0;
-  bool all_intact = is_vector_kind(m.header.kind);
-  if (all_intact) {
-    std::lock_guard<std::mutex> lock(peers_mutex_);
-    for (int peer : peers) all_intact = all_intact && keeps_bytes_intact(endpoints_.at(peer));
-  }
-  m.checksum_ready = peers.size() > 1 && !lent && !all_intact;
+  m.checksum_ready = peers.size() > 1 && !lent && !all_unchecked;
   if (m.checksum_ready) m.header.checksum = message_checksum(m.header, m.data, m.header.payload_bytes);
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
@@ -365,14 +348,11 @@ bool ZmqTransport::flush(Link& link, int peer) {
       link.pending.pop_front();
       continue;
     }
-    if (is_vector_kind(m.header.kind) && m.header.payload_bytes > 0 && keeps_bytes_intact(link.dialled)) {
-      m.header.flags |= kFlagUnchecked;  // the checksum covers the header alone
-      m.checksum_ready = false;
-    }
     // The options' reference to the owner, held around the checksum's read of the buffer, puts
     // that read before the owner's release in the reference count's release sequence, so a
     // sender waiting for the release (SendGuard) sees it happen-before, also to TSan.
-    if (!send_frames(*link.dealer, m.header, m.data, m.header.payload_bytes, {nullptr, m.checksum_ready, m.owner}))
+    if (!send_frames(*link.dealer, m.header, m.data, m.header.payload_bytes,
+                     {nullptr, m.checksum_ready, m.owner, sends_unchecked(m.header, link.dialled)}))
       return false;
     bytes_sent_ += kHeaderBytes + m.header.payload_bytes;
     link.pending.pop_front();
@@ -411,30 +391,6 @@ std::deque<ZmqTransport::PendingJoin> ZmqTransport::take_queued() {
     join_dealers_.clear();
   }
   return joins;
-}
-
-// Sends each join request over a one-off connection of its own.
-void ZmqTransport::send_join_requests(const std::deque<PendingJoin>& joins) {
-  for (const PendingJoin& j : joins) {  // a one-off connection per request
-    const std::string json = pad_text(j.text);
-    zmq::socket_t dealer(context_, zmq::socket_type::dealer);
-    // One identity per connection: a rejoin sends one request through several tries, and the
-    // ROUTER would park a second connection under an identity already in use, unread.
-    dealer.set(zmq::sockopt::routing_id, "j" + std::to_string(j.nonce) + "." + std::to_string(join_connections_++));
-    dealer.set(zmq::sockopt::linger, 1000);
-    if (!options_.curve_secret.empty()) {
-      dealer.set(zmq::sockopt::curve_serverkey, j.contact_key);
-      dealer.set(zmq::sockopt::curve_publickey, options_.curve_public);
-      dealer.set(zmq::sockopt::curve_secretkey, options_.curve_secret);
-    }
-    dealer.connect(j.contact);
-    Header h;
-    h.kind = MessageKind::kJoin;
-    h.payload_bytes = static_cast<uint32_t>(json.size());
-    h.total_floats = json.size() / sizeof(float);
-    send_frames(dealer, h, json.data(), json.size());  // queued on the new connection's pipe
-    join_dealers_.push_back(std::move(dealer));
-  }
 }
 
 void ZmqTransport::comm_loop(zmq::socket_t& router, zmq::socket_t* zap) {

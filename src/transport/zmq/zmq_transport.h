@@ -191,6 +191,8 @@ class ZmqTransport final : public MembershipPort {
   // Whether bytes sent to `endpoint` arrive intact without a checksum of ours (kFlagUnchecked):
   // for a sender the neighbour's endpoint, for a receiver its own (every sender dialled it).
   bool keeps_bytes_intact(const std::string& endpoint) const;
+  // Whether `h` goes to `endpoint` as an unchecked chunk: a vector's values, to such a link.
+  bool sends_unchecked(const Header& h, const std::string& endpoint) const;
   void wake();
 
   ZmqTransportOptions options_;
