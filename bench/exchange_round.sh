@@ -21,6 +21,9 @@ gcc -O2 -o build/bench-mpi/memcpy_bw bench/memcpy_bw.c
 gcc -O2 -o build/bench-mpi/tcp_bw bench/tcp_bw.c
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --mca btl tcp,self --mca btl_tcp_if_include lo)
 MPISHM=(mpirun --allow-run-as-root --oversubscribe --mca btl vader,self)  # shared memory: the same-host best case
+# Open MPI's recursive doubling all-reduce, forced: each peer sends its whole vector log2(n) times —
+# at n = 4 the two vectors per peer the gossip ring sends (the default sends 2(n − 1)/n of one).
+MPIRD=(--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 3)
 source bench/lib.sh
 bench_tee exchange_round
 # What bounds the rounds on this machine, measured in this run: one thread's memcpy of a 16.8 MB
@@ -34,6 +37,7 @@ limits="memcpy $memcpy_gbs GB/s (16.8 MB, one thread), loopback TCP $tcp_gbs GB/
 bars=$(mktemp)
 shm_bars=$(mktemp)
 floors=$(mktemp)
+same_bytes=$(mktemp)
 # name[@ipc][@bf16][@1copy]: @ipc runs over ipc://, @bf16 sends the gossip values as bfloat16
 # (algorithm.wire), @1copy lends the chunks: the receiver copies them out of the sender's memory
 # (algorithm.single_copy; ZeroMQ over tcp://127.0.0.1 carries only the references), @crc
@@ -54,6 +58,7 @@ for floats in $SIZES; do
     declare -A res=()
     for _ in $(seq "$REPEATS"); do
       res[mpi]+="$("${MPIRUN[@]}" -np "$n" build/bench-mpi/mpi_allreduce "$floats" 10 | awk '{print $NF}') "
+      res[mpird]+="$("${MPIRUN[@]}" "${MPIRD[@]}" -np "$n" build/bench-mpi/mpi_allreduce "$floats" 10 | awk '{print $NF}') "
       res[mpishm]+="$("${MPISHM[@]}" -np "$n" build/bench-mpi/mpi_allreduce "$floats" 10 | awk '{print $NF}') "
       res[gloo]+="$(/usr/bin/python3 bench/gloo_allreduce.py "$n" "$floats" 10 | awk '{print $NF}') "
       for a in "${ALGOS[@]}"; do
@@ -87,7 +92,9 @@ for floats in $SIZES; do
       echo "${a/one_peer_exponential/one-peer}_n=${n}_${mb}_MB $(awk -v s="$(m "$a")" -v b="$shm" 'BEGIN{printf "%.3f", s/b}') $lo $hi" >> "$shm_bars"
     done
     echo "$row"
-    for a in mpi ring one_peer_exponential mpishm ring@ipc one_peer_exponential@ipc ring@1copy one_peer_exponential@1copy; do
+    read -r lo hi <<< "$(ratio_spread "${res[ring]}" "${res[mpird]}")"
+    echo "$n $(awk -v s="$(m ring)" -v b="$(m mpird)" 'BEGIN{printf "%.2f", s/b}') $lo $hi" >> "$same_bytes"
+    for a in mpi mpird ring one_peer_exponential mpishm ring@ipc one_peer_exponential@ipc ring@1copy one_peer_exponential@1copy; do
       echo "$floats $n $a $(m "$a") $mpi $shm" >> "$floors"
     done
   done
@@ -110,8 +117,9 @@ echo "How far each round is from what the bytes it must move cost on this machin
 echo "and all-pairs TCP bandwidth). A peer's fold reads its own values and each neighbour's once and"
 echo "writes the mix once, (degree + 2)·B bytes moved, at 2 × memcpy GB/s per core (a copied byte is"
 echo "read and written); over TCP every byte a peer sends also crosses a socket at the all-pairs rate."
-echo "MPI's ring all-reduce sends 2(n − 1)/n·B per peer and folds (n − 1)/n·B (3 bytes moved each); over"
-echo "shared memory the gathered (n − 1)/n·B is also read once and written once."
+echo "MPI's all-reduce (ring, or reduce-scatter then all-gather: the same bytes) sends 2(n − 1)/n·B per peer"
+echo "and folds (n − 1)/n·B (3 bytes moved each); over shared memory the gathered (n − 1)/n·B is also read"
+echo "once and written once. Its recursive doubling sends and folds log2(n)·B per peer."
 echo "'floors ours / MPI' is the ratio each would have at MPI's own distance from its floor."
 echo
 echo "| MB | n | row | ms | floor ms | × floor | ÷ MPI (tcp rows) or MPI shm (same-host rows) | floors ours / MPI |"
@@ -121,20 +129,31 @@ awk -v mc="$memcpy_gbs" -v tcp="$tcp_all_gbs" -v cores="$cores" '
   function sent(bytes) { return bytes / (tcp * 1e9) }
   function fold(n, deg, b) { return moved(n * (deg + 2) * b, n) }
   function mpi_floor(n, b, shm) { return shm ? moved(5 * (n - 1) * b, n) : sent(2 * (n - 1) * b) + moved(3 * (n - 1) * b, n) }
+  function doubling_floor(n, b) { k = log(n) / log(2); return sent(n * k * b) + moved(3 * n * k * b, n) }
   {
     b = $1 * 4; n = $2; a = $3; t = $4; mpi = $5; shm = $6
     deg = a ~ /^ring/ ? 2 : 1
     same = a ~ /@/ || a == "mpishm"
     if (a == "mpi") f = mpi_floor(n, b, 0)
+    else if (a == "mpird") f = doubling_floor(n, b)
     else if (a == "mpishm") f = mpi_floor(n, b, 1)
     else f = fold(n, deg, b) + (same ? 0 : sent(n * deg * b))
     base = same ? shm : mpi
     fbase = mpi_floor(n, b, same)
-    name = a; sub("one_peer_exponential", "one-peer", name); sub("mpishm", "MPI shm", name); sub("^mpi$", "MPI tcp", name)
+    name = a; sub("one_peer_exponential", "one-peer", name); sub("mpishm", "MPI shm", name); sub("^mpi$", "MPI tcp", name); sub("^mpird$", "MPI tcp rec. doubling", name)
     printf "| %.1f | %d | %s | %.1f | %.1f | %.2f | %.2f | %.2f |\n", b / 1e6, n, name, t * 1e3, f * 1e3, t / f, t / base, f / fbase
   }' "$floors"
+echo
+echo "The gossip ring sends two whole vectors per peer, Open MPI's default all-reduce 2(n − 1)/n of one"
+echo "(1.5 at n = 4), and a byte costs both the same kernel copies: hence 'floors ours / MPI' above the ring's rows."
+echo "MPI's recursive doubling (forced; MPI tcp rec. doubling above) sends log2(n) whole vectors per"
+echo "peer — the ring's two at n = 4, three at n = 8. The ring's time to it, median (per-repeat min..max):"
+echo
+echo "| n | ring / MPI recursive doubling | per-repeat min..max |"
+echo "|---|---|---|"
+awk '{printf "| %s | %s | %s..%s |\n", $1, $2, $3, $4}' "$same_bytes"
 echo
 echo "$(machine_line); $limits"
 python3 bench/plot.py bars "$bars" "time of one round ÷ MPI_Allreduce's (tcp), median; whiskers: per-repeat min..max" \
   "One exchange round against Open MPI ($REPEATS repeats of 10 rounds)" 1 > "$BENCH_OUT/exchange_round.svg"
-rm -f "$bars" "$shm_bars" "$floors"
+rm -f "$bars" "$shm_bars" "$floors" "$same_bytes"
