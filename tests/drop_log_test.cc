@@ -55,5 +55,32 @@ TEST(DropLog, RefusalsHaveTheirOwnBudgetAndAreSummarised) {
   EXPECT_EQ(drops.lines_logged(), static_cast<uint64_t>(DropLog::kLinesPerWindow + DropLog::kRefusalLinesPerWindow + 1));
 }
 
+// Kept per member connection ("r<id>"): how many were dropped and the last reason; anything
+// else (a joiner's "j<nonce>", garbage, "r01", an id past 2^24) is not kept.
+TEST(DropsByMember, CountsAndTheLastReasonPerMemberConnection) {
+  DropsByMember drops;
+  EXPECT_EQ(drops.of(1), "");
+  drops.note("r1", "garbage");
+  EXPECT_EQ(drops.of(1), "1 message from connection 'r1' was dropped here, the last: garbage");
+  drops.note("r1", "another model shape?");
+  drops.note("r2", "a bad checksum");
+  EXPECT_EQ(drops.of(1), "2 messages from connection 'r1' were dropped here, the last: another model shape?");
+  EXPECT_EQ(drops.of(2), "1 message from connection 'r2' was dropped here, the last: a bad checksum");
+  for (const char* other : {"j77", "x1", "r", "r01", "r1x", "r16777216", "r999999999", ""}) drops.note(other, "?");
+  EXPECT_EQ(drops.of(0), "");
+  EXPECT_EQ(drops.of(77), "");
+  EXPECT_EQ(drops.of(16777216), "");
+  EXPECT_NE(drops.of(1).find("2 messages"), std::string::npos) << "r01 and r1x are not r1";
+  drops.note("r16777215", "the largest id");
+  EXPECT_NE(drops.of(16777215), "");
+}
+
+TEST(DropsByMember, TheTableIsBounded) {
+  DropsByMember drops;
+  for (size_t i = 0; i < DropsByMember::kMaxMembers + 10; ++i) drops.note("r" + std::to_string(i), "garbage");
+  EXPECT_EQ(drops.of(0), "") << "cleared when full";
+  EXPECT_NE(drops.of(static_cast<int>(DropsByMember::kMaxMembers + 9)), "");
+}
+
 }  // namespace
 }  // namespace gossip::peer

@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "algorithms/collectives.h"
 #include "algorithms/gossip_step.h"
+#include "membership/view_transport.h"
 #include "process_util.h"
 #include "zmq_fixture.h"
 
@@ -45,9 +46,9 @@ class ZmqTransportTest : public ZmqFixture {
   }
 };
 
-// Sends h with `payload` from peer 1, its checksum computed (then xor-ed with `spoil`).
-void send_raw(zmq::socket_t& s, Header h, const std::vector<float>& payload, uint32_t spoil = 0) {
-  h.sender = 1;
+// Sends h with `payload` from peer `sender`, its checksum computed (then xor-ed with `spoil`).
+void send_raw(zmq::socket_t& s, Header h, const std::vector<float>& payload, uint32_t spoil = 0, uint32_t sender = 1) {
+  h.sender = sender;
   h.payload_bytes = static_cast<uint32_t>(payload.size() * 4);
   h.checksum = message_checksum(h, payload.data(), h.payload_bytes) ^ spoil;
   uint8_t head[kHeaderBytes];
@@ -242,6 +243,55 @@ TEST_F(ZmqTransportTest, GarbageIsDroppedAndTheNextGoodMessageArrives) {
                  [&](size_t, const float* v, size_t c) { got.assign(v, v + c); });
   EXPECT_EQ(got, (std::vector<float>{7, 8}));
   EXPECT_EQ(a.stats().messages_dropped, 3u);
+  const std::string dropped = a.dropped_from(1);
+  EXPECT_NE(dropped.find("3 messages from connection 'r1'"), std::string::npos) << dropped;
+  EXPECT_NE(dropped.find("another model shape"), std::string::npos) << dropped;
+}
+
+// A neighbour whose messages are all dropped here (here: a peer set to algorithm.checksum:
+// always, sent chunks without a payload checksum) is named as set up differently, with why, in
+// the error its missing vector ends in, not only as dead; through a ViewTransport too, whose
+// ranks are not the ids. A neighbour that sent nothing is named as dead, hung or far behind.
+TEST_F(ZmqTransportTest, AMissingVectorsErrorSaysWhyWhatCameWasDropped) {
+  ZmqTransportOptions o = options(0, 3);
+  o.checksum_always = true;
+  ZmqTransport a(o);
+  zmq::context_t ctx;
+  zmq::socket_t rogue(ctx, zmq::socket_type::dealer);
+  rogue.set(zmq::sockopt::routing_id, "r2");
+  rogue.set(zmq::sockopt::linger, 0);
+  rogue.connect(a.bound_endpoint());
+  Header h;
+  h.kind = MessageKind::kGossip;
+  h.total_floats = 2;
+  h.flags = kFlagUnchecked;
+  send_raw(rogue, h, {1, 2}, 0, 2);
+  send_raw(rogue, h, {3, 4}, 0, 2);
+  View v;
+  v.members = {{0, a.bound_endpoint(), ""}, {2, "tcp://127.0.0.1:1", ""}};  // rank 1 is id 2
+  v.next_id = 3;
+  ViewTransport view(a, v, 0);
+  auto error_of = [&](Transport& t, int peer) -> std::string {
+    try {
+      receive_vector(t, peer, {MessageKind::kGossip, 0, 0}, 0, 2, 0.5, [](size_t, const float*, size_t) {});
+    } catch (const PeerLost& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  for (int i = 0; i < 200 && a.stats().messages_dropped < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const std::string why = "2 messages from connection 'r2' were dropped here, the last: a vector chunk without a payload "
+                          "checksum (this peer has algorithm.checksum: always)";
+  for (const std::string& e : {error_of(a, 2), error_of(view, 1)}) {
+    EXPECT_NE(e.find("no gossip message from peer "), std::string::npos) << e;
+    EXPECT_NE(e.find("or set up differently: " + why), std::string::npos) << e;
+  }
+  EXPECT_EQ(view.dropped_from(1), a.dropped_from(2));
+  EXPECT_EQ(view.dropped_from(0), "");
+  EXPECT_EQ(view.dropped_from(5), "") << "outside the view";
+  const std::string silent = error_of(a, 1);
+  EXPECT_NE(silent.find("the neighbour is dead, hung or far behind"), std::string::npos) << silent;
+  EXPECT_EQ(silent.find("set up differently"), std::string::npos) << silent;
 }
 
 // Over loopback a vector's chunks go with a checksum of their header alone (kFlagUnchecked) and

@@ -143,10 +143,7 @@ void ChocoStep::receive_from(const topology::Link& from, uint64_t round, const f
   size_t pos = 0;
   do {
     std::optional<InMessage> m = t_->receive(key, deadline);
-    if (!m)
-      throw PeerLost("peer " + std::to_string(t_->rank()),
-                     "no gossip message from " + t_->describe(from.peer) + " for round " + std::to_string(round) +
-                         " within " + std::to_string(timeout_s_) + " s: the neighbour is dead, hung or far behind");
+    if (!m) throw no_message_from(*t_, MessageKind::kGossip, from.peer, round, timeout_s_);
     if (!m->verified && !checksum_matches(m->header, m->data, m->bytes())) {
       log("peer ", t_->rank(), ": dropped a gossip chunk claiming to be from ", t_->describe(from.peer),
           ": checksum mismatch");

@@ -97,14 +97,19 @@ ChunkReader::ChunkReader(Transport& t, int peer, const VectorRef& ref, size_t of
       deadline_(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s))),
       timeout_s_(timeout_s) {}
 
+PeerLost no_message_from(const Transport& t, MessageKind kind, int peer, uint64_t round, double timeout_s) {
+  const std::string dropped = t.dropped_from(peer);
+  return PeerLost("peer " + std::to_string(t.rank()),
+                  "no " + kind_name(kind) + " message from " + t.describe(peer) + " for round " +
+                      std::to_string(round) + " within " + std::to_string(timeout_s) +
+                      " s: the neighbour is dead, hung or far behind" +
+                      (dropped.empty() ? "" : ", or set up differently: " + dropped));
+}
+
 std::optional<InMessage> ChunkReader::next() {
   while (!any_ || got_ < count_) {
     std::optional<InMessage> m = t_->receive(key_, deadline_);
-    if (!m)
-      throw PeerLost("peer " + std::to_string(t_->rank()),
-                  "no " + kind_name(key_.kind) + " message from " + t_->describe(peer_) +
-                      " for round " + std::to_string(key_.round) + " within " + std::to_string(timeout_s_) +
-                      " s: the neighbour is dead, hung or far behind");
+    if (!m) throw no_message_from(*t_, key_.kind, peer_, key_.round, timeout_s_);
     FloatScan scan;
     if (!m->verified && !checksum_matches(m->header, m->data, m->bytes(), &scan)) {
       log("peer ", t_->rank(), ": dropped a ", kind_name(m->header.kind), " chunk claiming to be from ",
@@ -282,10 +287,7 @@ void RingAllReduce::receive_int8(float* x, size_t n, const VectorRef& ref, int s
   size_t pos = begin, chunks = 0;
   do {
     std::optional<InMessage> m = t_->receive({ref.kind, prev, ref.round, ref.tag}, deadline);
-    if (!m)
-      throw PeerLost(me, "no " + kind_name(ref.kind) + " message from " + t_->describe(prev) + " for round " +
-                             std::to_string(ref.round) + " within " + std::to_string(timeout_s_) +
-                             " s: the neighbour is dead, hung or far behind");
+    if (!m) throw no_message_from(*t_, ref.kind, prev, ref.round, timeout_s_);
     if (!m->verified && !checksum_matches(m->header, m->data, m->bytes())) {
       log(me, ": dropped a ", kind_name(ref.kind), " chunk claiming to be from ", t_->describe(prev), ": checksum mismatch");
       continue;

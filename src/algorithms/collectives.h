@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "algorithms/compressor.h"
+#include "common/error.h"
 #include "transport/transport.h"
 
 namespace gossip::peer {
@@ -66,6 +67,11 @@ class SendGuard {
   std::shared_ptr<Released> released_;
   std::shared_ptr<char> token_;
 };
+
+// The error when no `kind` message of `round` came from `peer` within timeout_s: the neighbour
+// is dead, hung or far behind — or set up differently, when the transport dropped what it sent
+// (Transport::dropped_from: how many and why the last was).
+PeerLost no_message_from(const Transport& t, MessageKind kind, int peer, uint64_t round, double timeout_s);
 
 // Receives the chunks of [offset, offset + count) from `peer` and calls fold(index, values, n)
 // for each, index relative to `offset`. A chunk whose checksum

@@ -82,6 +82,16 @@ std::string ViewTransport::endpoint_of(int peer) const {
 
 TransportStats ViewTransport::stats() const { return inner_->stats(); }
 
+std::string ViewTransport::dropped_from(int peer) const {
+  int id;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (peer < 0 || peer >= static_cast<int>(view_.members.size())) return "";
+    id = view_.members[peer].id;
+  }
+  return inner_->dropped_from(id);
+}
+
 View ViewTransport::view() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return view_;

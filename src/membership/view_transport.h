@@ -33,6 +33,7 @@ class ViewTransport final : public Transport {
   bool ready(const MatchKey& key) override;
   std::string endpoint_of(int peer) const override;
   TransportStats stats() const override;
+  std::string dropped_from(int peer) const override;
   uint32_t epoch() const override;
   void send_to_each(const std::vector<int>& peers, const OutMessage& message) override;
 

@@ -143,6 +143,13 @@ class Transport {
   virtual TransportStats stats() const = 0;
   // The membership epoch stamped on every message sent (0 for a fixed set of peers).
   virtual uint32_t epoch() const { return 0; }
+  // What was dropped here of what `peer` sent (malformed, another protocol or model shape, a
+  // checksum setting this peer refuses): "" when nothing, else how many and why the last was. The
+  // error a neighbour's missing message ends in names it (see no_message_from in collectives.h).
+  virtual std::string dropped_from(int peer) const {
+    (void)peer;
+    return "";
+  }
 };
 
 }  // namespace gossip::peer

@@ -57,4 +57,35 @@ void DropLog::tick(const std::string& prefix, Clock::time_point now) {
   suppressed_ = suppressed_refusals_ = 0;
 }
 
+// The id in a member's routing id "r<id>" (decimal, below 2^24 like a header's sender field); -1 otherwise.
+static int member_id(const std::string& connection) {
+  if (connection.size() < 2 || connection.size() > 9 || connection[0] != 'r') return -1;
+  if (connection.size() > 2 && connection[1] == '0') return -1;  // "r01" is no member's name
+  int id = 0;
+  for (size_t i = 1; i < connection.size(); ++i) {
+    if (connection[i] < '0' || connection[i] > '9') return -1;
+    id = id * 10 + (connection[i] - '0');
+  }
+  return id < (1 << 24) ? id : -1;
+}
+
+void DropsByMember::note(const std::string& connection, const std::string& why) {
+  const int id = member_id(connection);
+  if (id < 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (entries_.size() >= kMaxMembers && entries_.count(id) == 0) entries_.clear();
+  Entry& e = entries_[id];
+  ++e.count;
+  e.last = why;
+}
+
+std::string DropsByMember::of(int id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return "";
+  const Entry& e = it->second;
+  return std::to_string(e.count) + (e.count == 1 ? " message" : " messages") + " from connection 'r" +
+         std::to_string(id) + "' " + (e.count == 1 ? "was" : "were") + " dropped here, the last: " + e.last;
+}
+
 }  // namespace gossip::peer

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 
 namespace gossip::peer {
@@ -42,6 +43,29 @@ class DropLog {
   uint64_t suppressed_refusals_ = 0;
   std::map<std::string, int> per_sender_;  // lines logged per sender (bounded: kMaxSenders)
   uint64_t lines_ = 0;
+};
+
+// How many messages were dropped from each member connection ("r<id>") and why the last one was,
+// for the error a neighbour's missing message ends in (Transport::dropped_from): a peer set up
+// differently (another protocol, model shape or checksum setting) is then named as such rather
+// than taken for a dead one. Written by the comm thread, read by the training thread; bounded
+// like DropLog's table. The id is only what the connection calls itself.
+class DropsByMember {
+ public:
+  static constexpr size_t kMaxMembers = 256;  // the table is cleared when it reaches this
+
+  // A drop from `connection` (a routing id) for reason `why`; connections not named r<id> are not kept.
+  void note(const std::string& connection, const std::string& why);
+  // "N message(s) from connection 'r<id>' were dropped here, the last: <why>"; "" when none were.
+  std::string of(int id) const;
+
+ private:
+  struct Entry {
+    uint64_t count = 0;
+    std::string last;
+  };
+  mutable std::mutex mutex_;
+  std::map<int, Entry> entries_;  // guarded by mutex_
 };
 
 }  // namespace gossip::peer

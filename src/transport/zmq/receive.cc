@@ -27,6 +27,7 @@ void ZmqTransport::receive_all(zmq::socket_t& router) {
     if (const std::optional<std::string> problem = judge(identity.to_string(), frames, &h)) {
       ++dropped_;
       drop_log_.dropped(log_prefix(), identity.to_string(), *problem, Clock::now());
+      drops_by_member_.note(identity.to_string(), *problem);
       // A dropped lent chunk is refused, so that its lender does not wait for it: it sends the
       // values over the socket, to be judged (and dropped) like any other message.
       if (frames.size() == 2 && frames[0].size() == kHeaderBytes && frames[1].size() == kLentRefBytes &&

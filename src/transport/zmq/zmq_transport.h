@@ -109,6 +109,7 @@ class ZmqTransport final : public MembershipPort {
   bool ready(const MatchKey& key) override { return mailbox_.ready(key); }
   std::string endpoint_of(int peer) const override;
   TransportStats stats() const override;
+  std::string dropped_from(int peer) const override { return drops_by_member_.of(peer); }
 
   const std::string& bound_endpoint() const { return bound_endpoint_; }
   // Control requests (status, snapshots) are answered by `handler` on the comm thread; until one
@@ -210,6 +211,7 @@ class ZmqTransport final : public MembershipPort {
   const Clock::time_point started_ = Clock::now();
   std::atomic<int64_t> wait_ns_{0};
   DropLog drop_log_;                          // comm thread only: escaped, rate-limited drop lines
+  DropsByMember drops_by_member_;             // why the last message from each member was dropped
   ConnectionGuard* guard_ = nullptr;          // comm thread only: set while comm_loop runs (null: no cap)
   bool takes_unchecked_ = false;              // comm thread only: keeps_bytes_intact(what it bound)
   std::atomic<uint64_t> connections_refused_{0};
