@@ -1,7 +1,8 @@
 // Log lines about what the comm thread drops or refuses (malformed messages, unknown senders,
 // connections over the cap) come from the network, so anyone can cause them: they are escaped
 // (escape_for_log), rate-limited for the whole peer, and summarised, so no sender can flood the
-// log or grow memory. Comm thread only.
+// log or grow memory (DropLog, comm thread only). What was dropped from each member is also kept
+// for the error its missing messages end in (DropsByMember).
 #pragma once
 
 #include <chrono>
