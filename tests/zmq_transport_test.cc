@@ -20,6 +20,7 @@
 #include "algorithms/gossip_step.h"
 #include "membership/view_transport.h"
 #include "process_util.h"
+#include "transport/rendezvous.h"
 #include "zmq_fixture.h"
 
 namespace gossip::peer {
@@ -355,6 +356,25 @@ TEST_F(ZmqTransportTest, AnUncheckedChunkIsTakenOnlyWhereTheLinkKeepsBytesIntact
     EXPECT_EQ(got, (std::vector<float>{always ? 5.0f : 3.0f, always ? 6.0f : 4.0f})) << always;
     EXPECT_EQ(a.stats().messages_dropped, always ? 2u : 1u) << always;
   }
+}
+
+// A neighbour bound to port 0 whose rendezvous file is gone (its process ended) is still named
+// in messages by the endpoint it was reached at, not by the port-0 endpoint of the YAML.
+TEST_F(ZmqTransportTest, AGoneNeighbourIsDescribedWhereItWasReached) {
+  ZmqTransport a(options(0, 2));
+  std::string reached;
+  {
+    ZmqTransport b(options(1, 2));
+    reached = b.bound_endpoint();
+    EXPECT_EQ(a.describe(1), "peer 1 (" + reached + ")") << "from its rendezvous file";
+    auto data = std::make_shared<std::vector<float>>(4, 1.0f);
+    send_vector(a, 1, {MessageKind::kGossip, 0, 0}, data->data(), data, 0, 4, 4, 0, 4096);
+    receive_vector(b, 0, {MessageKind::kGossip, 0, 0}, 0, 4, 5.0, [](size_t, const float*, size_t) {});
+  }
+  fs::remove(rendezvous_path(dir_.string(), 1));
+  EXPECT_EQ(a.endpoint_of(1), "tcp://127.0.0.1:0");
+  EXPECT_EQ(a.describe(1), "peer 1 (" + reached + ")");
+  EXPECT_EQ(a.describe(0), "peer 0 (" + a.bound_endpoint() + ")") << "never dialled: its own file";
 }
 
 TEST_F(ZmqTransportTest, MissingNeighbourEndpointIsAClearError) {

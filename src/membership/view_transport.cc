@@ -74,22 +74,27 @@ bool ViewTransport::ready(const MatchKey& key) {
   return inner_->ready(k);
 }
 
-std::string ViewTransport::endpoint_of(int peer) const {
+std::optional<int> ViewTransport::id_in_view(int rank) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (peer < 0 || peer >= static_cast<int>(view_.members.size())) return "?";
-  return inner_->endpoint_of(view_.members[peer].id);
+  if (rank < 0 || rank >= static_cast<int>(view_.members.size())) return std::nullopt;
+  return view_.members[rank].id;
+}
+
+std::string ViewTransport::endpoint_of(int peer) const {
+  const std::optional<int> id = id_in_view(peer);
+  return id ? inner_->endpoint_of(*id) : "?";
 }
 
 TransportStats ViewTransport::stats() const { return inner_->stats(); }
 
 std::string ViewTransport::dropped_from(int peer) const {
-  int id;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (peer < 0 || peer >= static_cast<int>(view_.members.size())) return "";
-    id = view_.members[peer].id;
-  }
-  return inner_->dropped_from(id);
+  const std::optional<int> id = id_in_view(peer);
+  return id ? inner_->dropped_from(*id) : "";
+}
+
+std::string ViewTransport::last_known_endpoint(int peer) const {
+  const std::optional<int> id = id_in_view(peer);
+  return id ? inner_->last_known_endpoint(*id) : "?";
 }
 
 View ViewTransport::view() const {

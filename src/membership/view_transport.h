@@ -34,6 +34,7 @@ class ViewTransport final : public Transport {
   std::string endpoint_of(int peer) const override;
   TransportStats stats() const override;
   std::string dropped_from(int peer) const override;
+  std::string last_known_endpoint(int peer) const override;
   uint32_t epoch() const override;
   void send_to_each(const std::vector<int>& peers, const OutMessage& message) override;
 
@@ -49,6 +50,8 @@ class ViewTransport final : public Transport {
   int id_of(int rank) const;
 
  private:
+  std::optional<int> id_in_view(int rank) const;  // nullopt: not a rank of the view
+
   MembershipPort* inner_;  // owned by the peer's Node (or a test), outlives this
   mutable std::mutex mutex_;
   View view_;    // guarded by mutex_ (the comm thread reads it for status replies)

@@ -138,8 +138,11 @@ class Transport {
   [[nodiscard]] virtual bool ready(const MatchKey& key) = 0;
   // The endpoint a peer can be reached at (resolved through the rendezvous when it bound port 0).
   virtual std::string endpoint_of(int peer) const = 0;
+  // Where `peer` is or was reached, for messages: endpoint_of, or, where that no longer resolves
+  // (a peer bound to port 0 whose rendezvous file went with it), where it was last dialled.
+  virtual std::string last_known_endpoint(int peer) const { return endpoint_of(peer); }
   // Description of a peer for error messages: "peer 3 (tcp://127.0.0.1:40123)".
-  std::string describe(int peer) const { return "peer " + std::to_string(peer) + " (" + endpoint_of(peer) + ")"; }
+  std::string describe(int peer) const { return "peer " + std::to_string(peer) + " (" + last_known_endpoint(peer) + ")"; }
   virtual TransportStats stats() const = 0;
   // The membership epoch stamped on every message sent (0 for a fixed set of peers).
   virtual uint32_t epoch() const { return 0; }

@@ -185,6 +185,14 @@ std::optional<InMessage> ZmqTransport::receive(const MatchKey& key, Clock::time_
 
 std::string ZmqTransport::endpoint_of(int peer) const { return endpoint_of_id(peer); }
 
+std::string ZmqTransport::last_known_endpoint(int peer) const {
+  const std::string ep = endpoint_of_id(peer);
+  if (!binds_any_port(ep)) return ep;
+  std::lock_guard<std::mutex> lock(peers_mutex_);
+  auto dialled = dialled_.find(peer);
+  return dialled == dialled_.end() ? ep : dialled->second;
+}
+
 std::string ZmqTransport::endpoint_of_id(int peer) const {
   std::string ep;
   {
@@ -333,7 +341,10 @@ bool ZmqTransport::connect(Link& link, int peer) {
   dealer.connect(ep);
   link.dealer = std::move(dealer);
   link.dialled = ep;
-  dialled_[peer] = ep;
+  {
+    std::lock_guard<std::mutex> lock(peers_mutex_);
+    dialled_[peer] = ep;
+  }
   return true;
 }
 

@@ -110,6 +110,7 @@ class ZmqTransport final : public MembershipPort {
   std::string endpoint_of(int peer) const override;
   TransportStats stats() const override;
   std::string dropped_from(int peer) const override { return drops_by_member_.of(peer); }
+  std::string last_known_endpoint(int peer) const override;
 
   const std::string& bound_endpoint() const { return bound_endpoint_; }
   // Control requests (status, snapshots) are answered by `handler` on the comm thread; until one
@@ -256,7 +257,8 @@ class ZmqTransport final : public MembershipPort {
   Clock::time_point last_change_beat_{};        // when the others last got one, in a view change
   Clock::time_point last_watch_{};              // the last turn of watch_members (stall detection)
   Clock::time_point last_recheck_{};            // the last read of the rendezvous files
-  std::map<int, std::string> dialled_;          // the endpoint each id was last dialled at
+  std::map<int, std::string> dialled_;          // the endpoint each id was last dialled at: written by
+                                                // the comm thread under peers_mutex_, read by it without
   uint64_t seen_members_version_ = ~0ull;
   std::vector<zmq::socket_t> join_dealers_;
   uint64_t join_connections_ = 0;               // numbers the join dealers' identities
