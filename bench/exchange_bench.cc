@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "common/error.h"
@@ -83,7 +84,8 @@ int run(int argc, char** argv) {
   flags.add_string("algo", "ring, one_peer_exponential, exponential, push_sum or allreduce", "ring");
   flags.add_string("rounds", "timed rounds", "10");
   flags.add_string("transport", "tcp or ipc", "tcp");
-  flags.add_string("chunk_bytes", "payload frame size (algorithm.chunk_bytes: gossip-peer's default)", "4194304");
+  flags.add_string("chunk_bytes", "payload frame size (algorithm.chunk_bytes: gossip-peer's default)",
+                   std::to_string(peer::kChunkBytes));
   flags.add_string("timeout", "seconds a peer waits for a neighbour", "60");
   flags.add_string("max_norm_ratio", "gossip outlier screen, as algorithm.max_norm_ratio (gossip-peer's default)", "10");
   flags.add_string("wire", "gossip and push-sum values on the wire: f32 or bf16 (algorithm.wire)", "f32");

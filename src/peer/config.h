@@ -34,11 +34,9 @@ struct PeersConfig {
 enum class Algorithm { kNone, kGossip, kPushSum, kLocalSgd, kAllReduce, kDiloco, kChoco };
 enum class OuterAverage { kAllReduce, kGossip };  // DiLoCo: how the pseudo-gradients are averaged
 
-// Payload frames of 4 MiB: fewer messages, wake-ups and thread hops per exchange than 1 MiB,
-// each exchange round 4-18 % faster by measurement (docs/benchmarks.md, 2026-12-07). Where a chunk
-// is also the unit values are compressed in (CHOCO's compressors, the int8 all-reduce's scales)
-// the default stays 1 MiB, which the results published for them were measured with.
-inline constexpr int64_t kChunkBytes = 4 << 20;
+// Payload frames are kChunkBytes (wire_format.h) by default. Where a chunk is also the unit values
+// are compressed in (CHOCO's compressors, the int8 all-reduce's scales) the default stays 1 MiB,
+// which the results published for them were measured with.
 inline constexpr int64_t kCompressedChunkBytes = 1 << 20;
 
 struct AlgorithmConfig {
@@ -51,7 +49,7 @@ struct AlgorithmConfig {
   double dead_after_s = 3;            // a member with no heartbeat this long is removed from the run
   int watchers = 3;                   // members that heartbeat-watch each member (0: all of them)
   int indirect_probes = 3;            // others asked about a silent member before it is suspected (0: none)
-  int64_t chunk_bytes = kChunkBytes;  // payload frames are at most this large (kCompressedChunkBytes: choco, int8)
+  int64_t chunk_bytes = static_cast<int64_t>(kChunkBytes);  // payload frames are at most this large (kCompressedChunkBytes: choco, int8)
   double max_norm_ratio = 10;         // gossip: a neighbour's values this many times our norm are not mixed (0 = off)
   Dtype wire = Dtype::kF32;           // values travel as f32 (exact), bf16 (half the bytes; gossip, push-sum,
                                       // diloco) or int8 (a quarter; diloco's all-reduce average)

@@ -36,7 +36,7 @@ struct ZmqTransportOptions {
   std::string rendezvous_dir;          // where port-0 peers publish the endpoint they bound
   std::string run_id;                  // names this run in rendezvous files ("" = unknown; see rendezvous.h)
   uint64_t max_total_floats = ~0ull;   // largest vector a message may belong to (model size + slack)
-  size_t chunk_bytes = 4 << 20;        // larger payload frames are refused by ZeroMQ itself (as algorithm.chunk_bytes)
+  size_t chunk_bytes = kChunkBytes;    // larger payload frames are refused by ZeroMQ itself (as algorithm.chunk_bytes)
   double timeout_s = 60;               // how long to wait for a neighbour to publish its endpoint
   double linger_s = 5;                 // at shutdown, how long unsent (or unread lent) messages may still go out
   // Without CurveZMQ: connections that have not sent a valid message yet beyond this many are
