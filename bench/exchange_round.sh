@@ -26,14 +26,19 @@ MPISHM=(mpirun --allow-run-as-root --oversubscribe --mca btl vader,self)  # shar
 MPIRD=(--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 3)
 source bench/lib.sh
 bench_tee exchange_round
-# What bounds the rounds on this machine, measured in this run: one thread's memcpy of a 16.8 MB
-# buffer (out of cache) and loopback TCP between two processes.
-memcpy_gbs=$(build/bench-mpi/memcpy_bw | awk 'NR == 2 {print $5}')
-tcp_gbs=$(build/bench-mpi/tcp_bw | awk '{print $5}')
-# All cores sending at once (one pair of processes per core): what n peers' sockets share.
+# What bounds the rounds on this machine, measured in this run before every repeat (the floors
+# below take the medians, so one low measurement does not put a round under its floor): one
+# thread's memcpy of a 16.8 MB buffer (out of cache), loopback TCP between two processes, and all
+# cores sending at once (one pair of processes per core): what n peers' sockets share.
 cores=$(nproc)
-tcp_all_gbs=$(for _ in $(seq "$cores"); do build/bench-mpi/tcp_bw & done | awk '{s += $5} END {printf "%.2f", s}'; wait)
-limits="memcpy $memcpy_gbs GB/s (16.8 MB, one thread), loopback TCP $tcp_gbs GB/s (one pair), $tcp_all_gbs GB/s ($cores pairs at once), $(mpirun --version | head -1)"
+memcpy_runs="" tcp_runs="" tcp_all_runs=""
+measure_limits() {
+  memcpy_runs+="$(build/bench-mpi/memcpy_bw | awk 'NR == 2 {print $5}') "
+  tcp_runs+="$(build/bench-mpi/tcp_bw | awk '{print $5}') "
+  tcp_all_runs+="$(for _ in $(seq "$cores"); do build/bench-mpi/tcp_bw & done | awk '{s += $5} END {printf "%.2f", s}'; wait) "
+}
+# "median (min–max)" of a list of rates
+rate_spread() { echo "$(printf '%s\n' $1 | median | awk '{printf "%.2f", $1}') ($(printf '%s\n' $1 | sort -g | head -1)–$(printf '%s\n' $1 | sort -g | tail -1))"; }
 bars=$(mktemp)
 shm_bars=$(mktemp)
 floors=$(mktemp)
@@ -57,6 +62,7 @@ for floats in $SIZES; do
   for n in 4 8; do
     declare -A res=()
     for _ in $(seq "$REPEATS"); do
+      measure_limits
       res[mpi]+="$("${MPIRUN[@]}" -np "$n" build/bench-mpi/mpi_allreduce "$floats" 10 | awk '{print $NF}') "
       res[mpird]+="$("${MPIRUN[@]}" "${MPIRD[@]}" -np "$n" build/bench-mpi/mpi_allreduce "$floats" 10 | awk '{print $NF}') "
       res[mpishm]+="$("${MPISHM[@]}" -np "$n" build/bench-mpi/mpi_allreduce "$floats" 10 | awk '{print $NF}') "
@@ -113,15 +119,20 @@ echo "|---|---|---|"
 awk '{printf "| %s | %s | %s..%s |\n", $1, $2, $3, $4}' "$shm_bars" | tr _ ' '
 echo
 echo
-echo "How far each round is from what the bytes it must move cost on this machine (this run's memcpy"
-echo "and all-pairs TCP bandwidth). A peer's fold reads its own values and each neighbour's once and"
-echo "writes the mix once, (degree + 2)·B bytes moved, at 2 × memcpy GB/s per core (a copied byte is"
-echo "read and written); over TCP every byte a peer sends also crosses a socket at the all-pairs rate."
+echo "How far each round is from what the bytes it must move cost on this machine (the medians of this"
+echo "run's memcpy and all-pairs TCP bandwidth, measured before every repeat). A peer's fold reads its"
+echo "own values and each neighbour's once and writes the mix once, (degree + 2)·B bytes moved, at"
+echo "2 × memcpy GB/s per core (a copied byte is read and written); over TCP every byte a peer sends"
+echo "also crosses a socket at the all-pairs rate."
 echo "MPI's all-reduce (ring, or reduce-scatter then all-gather: the same bytes) sends 2(n − 1)/n·B per peer"
 echo "and folds (n − 1)/n·B (3 bytes moved each); over shared memory the gathered (n − 1)/n·B is also read"
 echo "once and written once. Its recursive doubling sends and folds log2(n)·B per peer."
 echo "'floors ours / MPI' is the ratio each would have at MPI's own distance from its floor."
 echo
+memcpy_gbs=$(printf '%s\n' $memcpy_runs | median)
+tcp_all_gbs=$(printf '%s\n' $tcp_all_runs | median)
+limits="memcpy $(rate_spread "$memcpy_runs") GB/s (16.8 MB, one thread), loopback TCP $(rate_spread "$tcp_runs") GB/s (one pair),"
+limits+=" $(rate_spread "$tcp_all_runs") GB/s ($cores pairs at once): medians (min–max) over the repeats, $(mpirun --version | head -1)"
 echo "| MB | n | row | ms | floor ms | × floor | ÷ MPI (tcp rows) or MPI shm (same-host rows) | floors ours / MPI |"
 echo "|---|---|---|---|---|---|---|---|"
 awk -v mc="$memcpy_gbs" -v tcp="$tcp_all_gbs" -v cores="$cores" '
