@@ -151,6 +151,14 @@ testing::CommandResult uninterrupted(const std::string& command, size_t peers, s
   return ref;
 }
 
+// The final models of an uninterrupted run of three ring peers, 30 epochs, checkpointing every 5
+// steps into dir/a: what the process tests of three peers must end with.
+std::vector<std::string> three_peer_reference(const TempDir& dir) {
+  std::vector<std::string> crcs;
+  uninterrupted(testing::bin("gossip-launch") + " " + dir.write("straight.yaml", yaml(3, dir.path() + "/a", 5, 30)), 3, &crcs);
+  return crcs;
+}
+
 // One peer checkpointing every step, SIGKILLed at random moments (many kills land inside a write)
 // and resumed each time until it finishes: same final model as a run that was never killed.
 TEST(CheckpointProcess, KilledAtRandomMomentsResumesToTheSameModel) {
@@ -208,9 +216,7 @@ bool start_three_until_each_checkpointed(const TempDir& dir, const std::string& 
 // exactly the models of an uninterrupted run.
 TEST(CheckpointProcess, GroupKilledTogetherResumesFromTheNewestCommonStep) {
   TempDir dir;
-  const std::string straight = dir.write("straight.yaml", yaml(3, dir.path() + "/a", 5, 30));
-  std::vector<std::string> want;
-  uninterrupted(testing::bin("gossip-launch") + " " + straight, 3, &want);
+  const std::vector<std::string> want = three_peer_reference(dir);
   if (HasFailure()) return;
 
   const std::string killed = dir.write("killed.yaml", yaml(3, dir.path() + "/b", 5, 30));
@@ -255,9 +261,7 @@ TEST(CheckpointProcess, GroupKilledTogetherResumesFromTheNewestCommonStep) {
 // exactly the models of an uninterrupted run.
 TEST(CheckpointProcess, AfterACrashAndAViewChangeTheRunStillResumes) {
   TempDir dir;
-  const std::string straight = dir.write("straight.yaml", yaml(3, dir.path() + "/a", 5, 30));
-  std::vector<std::string> want;
-  uninterrupted(testing::bin("gossip-launch") + " " + straight, 3, &want);
+  const std::vector<std::string> want = three_peer_reference(dir);
   if (HasFailure()) return;
 
   const std::string b = dir.path() + "/b", crashed = dir.write("crashed.yaml", yaml(3, b, 5, 30));

@@ -1,5 +1,6 @@
 #include <cfloat>
 
+#include "kernels/bf16_bits.h"
 #include "kernels/cuda_kernels.h"
 
 namespace gossip::kernels::cuda {
@@ -155,17 +156,12 @@ __global__ void gather_windows_kernel(const uint8_t* text, const int64_t* starts
   }
 }
 
-// Q(x): x rounded to bf16 (kernels/bf16.h's to_bf16, bit for bit) and widened back.
-__device__ float round_bf16(float f) {
-  const unsigned u = __float_as_uint(f);
-  const bool nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
-  const unsigned rounded = u + 0x7FFFu + ((u >> 16) & 1u);
-  return __uint_as_float(((nan ? u | 0x00400000u : rounded) >> 16) << 16);
-}
+// Q(x): x rounded to bf16 as the host rounds it (bf16_bits) and widened back.
+__device__ float round_bf16(float f) { return __uint_as_float(uint32_t(bf16_bits(__float_as_uint(f))) << 16); }
 
 __global__ void pack_bf16_kernel(const float* x, uint16_t* out, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    out[i] = static_cast<uint16_t>(__float_as_uint(round_bf16(x[i])) >> 16);
+    out[i] = bf16_bits(__float_as_uint(x[i]));
 }
 
 __device__ float load_value(const void* values, size_t i, bool bf16) {
