@@ -259,6 +259,7 @@ class ZmqTransport final : public MembershipPort {
   Clock::time_point last_recheck_{};            // the last read of the rendezvous files
   std::map<int, std::string> dialled_;          // the endpoint each id was last dialled at: written by
                                                 // the comm thread under peers_mutex_, read by it without
+                                                // and by other threads (last_known_endpoint) under it
   uint64_t seen_members_version_ = ~0ull;
   std::vector<zmq::socket_t> join_dealers_;
   uint64_t join_connections_ = 0;               // numbers the join dealers' identities
