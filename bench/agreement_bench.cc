@@ -57,7 +57,7 @@ struct Outcome {
 Outcome take_part(MembershipPort& port, const View& start, int id, double timeout_s) {
   ViewTransport view(port, start, id);
   view.set_view(start, id);
-  Membership membership(port, view, timeout_s, kParams);
+  Membership membership(port, view, timeout_s, {kParams, ""});
   const auto deadline = Clock::now() + std::chrono::duration<double>(2 * timeout_s);
   while (view.view().epoch < 1) {
     if (Clock::now() > deadline) throw Error("member " + std::to_string(id), "no view change settled");
@@ -92,7 +92,7 @@ std::thread start_event(const std::string& event, int n, int watchers, InprocFab
   }
   return std::thread([&fabric, n] {
     InprocTransport port(fabric, n, -1);
-    Membership::request_join(port, "inproc://0", "", port.own_endpoint(), "", kParams);
+    Membership::request_join(port, "inproc://0", "", port.own_endpoint(), "", {kParams, ""});
     Membership::await_welcome(port, "inproc://0", Clock::now() + std::chrono::seconds(120), 120);
   });
 }

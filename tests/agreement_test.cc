@@ -19,6 +19,8 @@ namespace {
 
 constexpr double kTimeoutS = 5;    // bounds one view change; a failing case ends by then
 constexpr size_t kParams = 1000;   // every member's model size
+// Every member's shared settings (as peer/config.h's shared_settings writes them).
+const std::string kSettings = "algorithm.kind=gossip;topology=ring;algorithm.wire=f32;log_every=100";
 constexpr int64_t kRound = 10;     // the round every member is at when a change starts
 
 View first_view(int n) {
@@ -36,7 +38,7 @@ std::vector<int> ids_of(const View& v) {
 
 // One peer's membership stack over its port, as gossip-peer wires it.
 struct Node {
-  Node(MembershipPort& port, const View& v, int id) : view(port, v, id), membership(port, view, kTimeoutS, kParams) {
+  Node(MembershipPort& port, const View& v, int id) : view(port, v, id), membership(port, view, kTimeoutS, {kParams, kSettings}) {
     view.set_view(v, id);
   }
   ViewTransport view;
@@ -84,7 +86,7 @@ Outcome join_and_take_part(InprocFabric& fabric, int slot, const std::string& co
   InprocTransport port(fabric, slot, -1);
   Outcome out;
   try {
-    Membership::request_join(port, contact, "", port.own_endpoint(), "", params);
+    Membership::request_join(port, contact, "", port.own_endpoint(), "", {params, kSettings});
     const Welcome w = Membership::await_welcome(port, contact, Clock::now() + std::chrono::seconds(5), 5);
     Node node(port, w.view, w.id);
     node.membership.note_admitted(w.admitted);
@@ -225,14 +227,14 @@ TEST(Agreement, AMemberThatMissedTheLastMessageOfAPeerCutOffLearnsItFromItsAnswe
 }
 
 // A joiner that is refused gets the reason, and the view stays as it was.
-void expect_refused(size_t joiner_params, int64_t total_steps, const std::string& reason) {
+void expect_refused(const JoinTerms& joiner_terms, int64_t total_steps, const std::string& reason) {
   InprocFabric fabric(3);
   const View start = first_view(2);
   InprocTransport member0(fabric, 0, 0), member1(fabric, 1, 1);
   Node node0(member0, start, 0), node1(member1, start, 1);
   node0.membership.set_total_steps(total_steps);
   InprocTransport joiner(fabric, 2, -1);
-  Membership::request_join(joiner, "inproc://0", "", joiner.own_endpoint(), "", joiner_params);
+  Membership::request_join(joiner, "inproc://0", "", joiner.own_endpoint(), "", joiner_terms);
   ASSERT_TRUE(node0.membership.pending());
   EXPECT_FALSE(node0.membership.agree(kRound));  // nothing to change
   try {
@@ -247,10 +249,38 @@ void expect_refused(size_t joiner_params, int64_t total_steps, const std::string
 }
 
 TEST(Agreement, AJoinerWithAnotherModelSizeIsRefusedWithTheReason) {
-  expect_refused(kParams + 1, 0, "its model has 1001 parameters, this run's 1000");
+  expect_refused({kParams + 1, kSettings}, 0, "its model has 1001 parameters, this run's 1000");
 }
 
-TEST(Agreement, AJoinInTheLastRoundIsRefused) { expect_refused(kParams, kRound + 1, "the run ends at round 11"); }
+TEST(Agreement, AJoinInTheLastRoundIsRefused) { expect_refused({kParams, kSettings}, kRound + 1, "the run ends at round 11"); }
+
+// Another wire format (or any shared setting) would make the run's exchanges fail once it is in.
+TEST(Agreement, AJoinerWithOtherSharedSettingsIsRefusedNamingThem) {
+  std::string bf16 = kSettings;
+  bf16.replace(bf16.find("wire=f32"), 8, "wire=bf16");
+  expect_refused({kParams, bf16}, 0, "its algorithm.wire is bf16, this run's f32 (every peer of a run needs these alike)");
+  expect_refused({kParams, ""}, 0, "its algorithm.kind is not given, this run's gossip; its topology is not given");
+}
+
+TEST(SettingsDifference, NamesEachDifferingSettingInTheRunsOrder) {
+  const std::string run = "a=1;b=x;c=2.5";
+  EXPECT_EQ(settings_difference(run, run), "");
+  EXPECT_EQ(settings_difference("c=2.5;b=x;a=1", run), "") << "order does not matter";
+  EXPECT_EQ(settings_difference("a=1;b=x;c=2.5;d=9", run), "") << "only the run's settings are compared";
+  EXPECT_EQ(settings_difference("a=2;b=x", run), "its a is 2, this run's 1; its c is not given, this run's 2.5");
+  EXPECT_EQ(settings_difference("-", "a=1"), "its a is not given, this run's 1");
+  EXPECT_EQ(settings_difference("a=1", ""), "") << "a run without settings compares none";
+}
+
+TEST(SettingsDifference, EscapesTheJoinersValuesAndCountsBeyondFour) {
+  EXPECT_EQ(settings_difference("a=\x1b[31m", "a=1"), "its a is \\x1b[31m, this run's 1");
+  const std::string tail(500, 'z');
+  const std::string said = settings_difference("a=" + tail, "a=1");
+  EXPECT_LT(said.size(), 120u) << "a joiner's value is cut short: " << said;
+  EXPECT_EQ(settings_difference("", "a=1;b=2;c=3;d=4;e=5;f=6"),
+            "its a is not given, this run's 1; its b is not given, this run's 2; its c is not given, this run's 3; "
+            "its d is not given, this run's 4; and 2 more");
+}
 
 }  // namespace
 }  // namespace gossip::peer

@@ -296,6 +296,32 @@ TEST(Config, WireDefaultsToF32AndTakesBf16ForGossip) {
   EXPECT_NE(error_of("algorithm: {kind: allreduce, wire: bf16}").find("is for gossip, push_sum and diloco"), std::string::npos);
 }
 
+// What a joiner must share with the run: the exchange's settings, not the peer's own (learning
+// rate, timeouts, single copy, threads), which may differ from peer to peer.
+TEST(Config, SharedSettingsNameWhatEveryPeerMustHaveAlike) {
+  auto shared = [](const std::string& yaml) { return shared_settings(parse_config(yaml, "t.yaml")); };
+  const std::string ring = shared("topology: ring\nalgorithm: gossip");
+  EXPECT_EQ(ring,
+            "algorithm.kind=gossip;topology=ring;algorithm.wire=f32;algorithm.checksum=auto;"
+            "algorithm.global_average_every=0;log_every=100;consensus_every=0;algorithm.gradient_tracking=false");
+  EXPECT_EQ(shared("topology: ring\nalgorithm: {kind: gossip, timeout_s: 9, single_copy: true, max_norm_ratio: 3}\n"
+                   "threads: 2\noptimizer: {lr: 0.3, batch: 16}"),
+            ring);
+  for (const char* other : {"topology: exponential\nalgorithm: gossip", "topology: ring\nalgorithm: {kind: gossip, wire: bf16}",
+                            "topology: ring\nalgorithm: {kind: gossip, checksum: always}", "topology: ring\nalgorithm: push_sum",
+                            "topology: ring\nalgorithm: {kind: gossip, global_average_every: 8}",
+                            "topology: ring\nalgorithm: gossip\nlog_every: 50"})
+    EXPECT_NE(shared(other), ring) << other;
+  EXPECT_NE(shared("algorithm: {kind: diloco, outer_lr: 0.5}").find("algorithm.inner_steps=50;algorithm.outer_average="
+                                                                   "allreduce;algorithm.gossip_rounds=1;algorithm.outer_lr=0.5;"),
+            std::string::npos);
+  EXPECT_NE(shared("algorithm: {kind: choco, ratio: 0.05}").find("algorithm.compressor=top_k;algorithm.ratio=0.05;"),
+            std::string::npos);
+  EXPECT_EQ(shared("topology: ring\nalgorithm: {kind: gossip, chunk_bytes: 65536}"), ring) << "f32 gossip reads any chunks";
+  EXPECT_NE(shared("algorithm: {kind: choco, chunk_bytes: 65536}").find("algorithm.chunk_bytes=65536"), std::string::npos);
+  EXPECT_EQ(shared("topology: ring\nalgorithm: gossip").find(' '), std::string::npos) << "one word in a join request";
+}
+
 TEST(Config, QuasiGlobalMomentumIsForSgdWithMomentum) {
   EXPECT_FALSE(parse_config("optimizer: {lr: 0.1}", "t.yaml").train.optimizer.quasi_global);
   EXPECT_TRUE(parse_config("optimizer: {quasi_global_momentum: true}", "t.yaml").train.optimizer.quasi_global);

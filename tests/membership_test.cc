@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -386,27 +387,44 @@ TEST(Elastic, RandomMatchingSurvivesAJoinAndACrash) {
       dir, dir.write("matching.yaml", yaml(5, 120, 30, "topology: random_matching\nalgorithm: {kind: gossip, ")));
 }
 
-// A joiner with another model shape is refused by its contact, with a reason, at once.
-TEST(Elastic, JoinerWithAnotherModelShapeIsRefused) {
+// Joiners set up unlike the run (each YAML is the run's with `from` replaced by `to`) are refused
+// by their contact at once, each with the reason `expected[i]`; the members go on training.
+void expect_joiners_refused(const std::vector<std::array<std::string, 3>>& joiners) {
   TempDir dir;
   const std::string y = dir.write("two.yaml", yaml(2, 200));
-  std::string other = yaml(2, 200);
-  other.replace(other.find("hidden: [32]"), 12, "hidden: [48]");
-  const std::string y2 = dir.write("other.yaml", other);
   testing::BackgroundRun run(y, dir.path() + "/run.log");
   const std::string contact = run.peer0_endpoint();
   ASSERT_FALSE(contact.empty()) << run.log();
-  const testing::CommandResult r =
-      run_command(testing::bin("gossip-peer") + " --config " + y2 + " --join " + contact, 60);
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("refused: its model has"), std::string::npos) << r.output;
-  EXPECT_LT(r.seconds, 20) << "refused, not left to time out";
+  for (size_t i = 0; i < joiners.size(); ++i) {
+    const auto& [from, to, expected] = joiners[i];
+    std::string other = yaml(2, 200);
+    ASSERT_NE(other.find(from), std::string::npos) << from;
+    other.replace(other.find(from), from.size(), to);
+    const std::string y2 = dir.write("other" + std::to_string(i) + ".yaml", other);
+    const testing::CommandResult r =
+        run_command(testing::bin("gossip-peer") + " --config " + y2 + " --join " + contact, 60);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.output.find("refused: " + expected), std::string::npos) << r.output;
+    EXPECT_LT(r.seconds, 20) << "refused, not left to time out";
+  }
   EXPECT_NE(run.log().find("refused the join request"), std::string::npos) << run.log();
   // The members go on training (a refused join must not abandon a round they were in).
   const size_t before = capture_all(run.log(), R"(\] step (\d+)/)").size();
   ::usleep(1500000);
   EXPECT_GT(capture_all(run.log(), R"(\] step (\d+)/)").size(), before) << run.log();
   EXPECT_EQ(run.log().find("error"), std::string::npos) << run.log();
+}
+
+TEST(Elastic, JoinerWithAnotherModelShapeIsRefused) {
+  expect_joiners_refused({{"hidden: [32]", "hidden: [48]", "its model has"}});
+}
+
+// Before, a joiner with another wire format was admitted and every member then stopped with
+// "sends gossip values as bf16 but this peer expects f32"; one with another log_every would have
+// waited for Ξ measurements the others never take.
+TEST(Elastic, JoinerWithOtherSharedSettingsIsRefusedAndTheRunGoesOn) {
+  expect_joiners_refused({{"kind: gossip, ", "kind: gossip, wire: bf16, ", "its algorithm.wire is bf16, this run's f32"},
+                          {"log_every: 100", "log_every: 50", "its log_every is 50, this run's 100"}});
 }
 
 TEST(Elastic, JoiningThroughADeadEndpointIsAClearError) {

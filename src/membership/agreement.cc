@@ -59,10 +59,12 @@ void Membership::absorb(Change& c, const InMessage& m) {
   }
 }
 
-std::string Membership::join_refusal(size_t params, int64_t round) const {
-  if (params != num_params_)
-    return "its model has " + std::to_string(params) + " parameters, this run's " + std::to_string(num_params_) +
-           " (another config?)";
+std::string Membership::join_refusal(const JoinTerms& terms, int64_t round) const {
+  if (terms.num_params != terms_.num_params)
+    return "its model has " + std::to_string(terms.num_params) + " parameters, this run's " +
+           std::to_string(terms_.num_params) + " (another config?)";
+  if (const std::string differ = settings_difference(terms.settings, terms_.settings); !differ.empty())
+    return differ + " (every peer of a run needs these alike)";
   if (total_steps_ > 0 && round + 1 >= total_steps_) return "the run ends at round " + std::to_string(total_steps_);
   return "";
 }
@@ -71,8 +73,9 @@ void Membership::absorb_join(Change& c, const InMessage& m) {
   std::istringstream in(message_text(m));
   JoinRequest j;
   std::string word;
-  uint64_t params = 0;
-  if (!(in >> word >> j.nonce >> j.endpoint >> params) || word != "join" || !port_->accepts_endpoint(j.endpoint)) {
+  JoinTerms terms;
+  if (!(in >> word >> j.nonce >> j.endpoint >> terms.num_params >> terms.settings) || word != "join" ||
+      !port_->accepts_endpoint(j.endpoint)) {
     log("peer ", c.me, ": dropped a malformed join request");
     return;
   }
@@ -91,7 +94,7 @@ void Membership::absorb_join(Change& c, const InMessage& m) {
       c.ready = false;
     }
   j.via = c.me;
-  if (const std::string refusal = join_refusal(params, c.round); !refusal.empty()) {
+  if (const std::string refusal = join_refusal(terms, c.round); !refusal.empty()) {
     log("peer ", c.me, ": refused the join request from ", escape_for_log(j.endpoint), ": ", refusal);
     const int address = -1 - refused_++;  // a one-off address: it is no member
     port_->add_endpoint(address, j.endpoint, j.key);

@@ -1,7 +1,10 @@
 // Joins: the joiner's request and wait for its welcome, a member's welcome to it, and the rejoin
 // of a member that was cut off.
+#include <map>
 #include <random>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -10,15 +13,33 @@
 namespace gossip::peer {
 namespace {
 
-// A joiner's request: its nonce (which orders concurrent joins and names copies of one request),
-// the endpoint it listens on, its model size and its public key (empty without CurveZMQ).
 uint64_t random_nonce() {
   std::random_device rd;
   return (uint64_t(rd()) << 32 | rd()) & ((1ull << 62) - 1);
 }
 
-std::string join_request_text(uint64_t nonce, const std::string& endpoint, size_t num_params, const std::string& key) {
-  return "join " + std::to_string(nonce) + " " + endpoint + " " + std::to_string(num_params) + " " + key + "\n";
+// A joiner's request: its nonce (which orders concurrent joins and names copies of one request),
+// the endpoint it listens on, its model size, its shared settings ("-" for none) and its public
+// key (empty without CurveZMQ).
+std::string join_request_text(uint64_t nonce, const std::string& endpoint, const JoinTerms& terms,
+                              const std::string& key) {
+  return "join " + std::to_string(nonce) + " " + endpoint + " " + std::to_string(terms.num_params) + " " +
+         (terms.settings.empty() ? "-" : terms.settings) + " " + key + "\n";
+}
+
+// "a=1;b=2" as (name, value) pairs in order; an item without '=' has the value "".
+std::vector<std::pair<std::string, std::string>> settings_items(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> items;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find(';', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(begin, end - begin);
+    const size_t eq = item.find('=');
+    if (!item.empty()) items.emplace_back(item.substr(0, eq), eq == std::string::npos ? "" : item.substr(eq + 1));
+    begin = end + 1;
+  }
+  return items;
 }
 
 // The reason of a "refused ..." answer to a join request (escaped: it came from the network).
@@ -28,6 +49,26 @@ std::optional<std::string> refusal_of(const std::string& answer) {
 }
 
 }  // namespace
+
+std::string settings_difference(const std::string& joiner, const std::string& run) {
+  constexpr size_t kMaxNamed = 4;  // differences named; the rest are counted
+  std::map<std::string, std::string> theirs;
+  for (auto& [name, value] : settings_items(joiner == "-" ? "" : joiner)) theirs.emplace(name, value);
+  std::string text;
+  size_t named = 0, more = 0;
+  for (const auto& [name, value] : settings_items(run)) {
+    const auto t = theirs.find(name);
+    if (t != theirs.end() && t->second == value) continue;
+    if (named == kMaxNamed) {
+      ++more;
+      continue;
+    }
+    text += (named++ ? "; its " : "its ") + name + " is " +
+            (t == theirs.end() ? std::string("not given") : escape_for_log(t->second, 40)) + ", this run's " + value;
+  }
+  if (more) text += "; and " + std::to_string(more) + " more";
+  return text;
+}
 
 void Membership::send_welcome(const ViewChange& change, const JoinRequest& joiner, int64_t total_steps) {
   const View& v = change.view;
@@ -60,7 +101,7 @@ Welcome Membership::rejoin(const std::string& why) {
     if (m.id != me) contacts.push_back({m.id, port_->endpoint_of(m.id), m.key});
   if (contacts.empty()) throw CutOff(who, why + "; no other member to ask");
   const uint64_t nonce = random_nonce();
-  const std::string request = join_request_text(nonce, port_->own_endpoint(), num_params_, port_->public_key());
+  const std::string request = join_request_text(nonce, port_->own_endpoint(), terms_, port_->public_key());
   const auto started = Clock::now();
   const auto deadline = started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
   log(who, ": asking the members of epoch ", last.epoch, " to take this peer back (its own model is dropped: it "
@@ -97,9 +138,9 @@ Welcome Membership::rejoin(const std::string& why) {
 }
 
 void Membership::request_join(MembershipPort& port, const std::string& contact, const std::string& contact_key,
-                              const std::string& own_endpoint, const std::string& own_key, size_t num_params) {
+                              const std::string& own_endpoint, const std::string& own_key, const JoinTerms& terms) {
   const uint64_t nonce = random_nonce();
-  port.send_join(contact, contact_key, join_request_text(nonce, own_endpoint, num_params, own_key), nonce);
+  port.send_join(contact, contact_key, join_request_text(nonce, own_endpoint, terms, own_key), nonce);
   log("joining via ", contact, " as ", own_endpoint);
 }
 

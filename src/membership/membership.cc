@@ -1,11 +1,13 @@
 #include "membership/membership.h"
 
+#include <utility>
+
 #include "common/log.h"
 
 namespace gossip::peer {
 
-Membership::Membership(MembershipPort& port, ViewTransport& view, double timeout_s, size_t num_params)
-    : port_(&port), view_(&view), timeout_s_(timeout_s), num_params_(num_params) {
+Membership::Membership(MembershipPort& port, ViewTransport& view, double timeout_s, JoinTerms terms)
+    : port_(&port), view_(&view), timeout_s_(timeout_s), terms_(std::move(terms)) {
   // A join request never interrupts a receive (it may yet be refused, and then an abandoned
   // collective could not be resumed); it is taken up at the next step, whose proposal to the
   // others does interrupt them.

@@ -65,6 +65,19 @@ class IdSet {
   std::vector<int> ids_;  // ascending, no repeats
 };
 
+// What a joiner must have in common with the run to exchange with it, sent in its join request:
+// its model size, and the settings every peer must share (peer/config.h's shared_settings:
+// "name=value" items joined by ';', no blanks; empty: none are compared).
+struct JoinTerms {
+  size_t num_params = 0;
+  std::string settings;
+};
+
+// The settings of a joiner that differ from the run's, for a refusal: "its algorithm.wire is
+// bf16, this run's f32" ("; " between items, at most a few; the joiner's values escaped); "" when
+// every one of the run's settings is the joiner's too.
+std::string settings_difference(const std::string& joiner, const std::string& run);
+
 struct JoinRequest {
   uint64_t nonce = 0;  // chosen by the joiner; orders concurrent joins
   std::string endpoint;
@@ -124,8 +137,8 @@ class Membership {
  public:
   // `timeout_s` bounds one view change (a member that neither answers nor is suspected by then
   // is an error).
-  // Join requests for a model of another size than `num_params` are refused.
-  Membership(MembershipPort& port, ViewTransport& view, double timeout_s, size_t num_params);
+  // Join requests on other terms (a model of another size, other shared settings) are refused.
+  Membership(MembershipPort& port, ViewTransport& view, double timeout_s, JoinTerms terms);
   // Joins are refused in the last round (the run would end before the joiner took a step).
   void set_total_steps(int64_t total) { total_steps_ = total; }
 
@@ -154,7 +167,7 @@ class Membership {
   // Joiner side, in two parts so the joiner can load its data meanwhile: asks `contact` (a live
   // member's endpoint; `contact_key` its public key when the run uses CurveZMQ, `own_key` ours)...
   static void request_join(MembershipPort& port, const std::string& contact, const std::string& contact_key,
-                           const std::string& own_endpoint, const std::string& own_key, size_t num_params);
+                           const std::string& own_endpoint, const std::string& own_key, const JoinTerms& terms);
   // ...then waits for the welcome until `deadline` (`timeout_s` is only quoted in the error).
   static Welcome await_welcome(MembershipPort& port, const std::string& contact, Clock::time_point deadline,
                                double timeout_s);
@@ -168,8 +181,8 @@ class Membership {
   void absorb_arrivals(Change& c);
   std::optional<std::string> settle(Change& c);
   void conclude(Change& c, ViewChange& change);
-  // Why a join request for a model of `params` values at `round` is refused ("" = it is not).
-  std::string join_refusal(size_t params, int64_t round) const;
+  // Why a join request on `terms` at `round` is refused ("" = it is not).
+  std::string join_refusal(const JoinTerms& terms, int64_t round) const;
   void send_text(int id, MessageKind kind, uint32_t epoch, uint64_t round, const std::string& text, uint32_t tag = 0);
   // Moves the comm thread's suspicion notes of current members into deferred_ (others dropped).
   void take_suspicions();
@@ -177,7 +190,7 @@ class Membership {
   MembershipPort* port_;   // both owned by the peer's Node (or a test), outlive this
   ViewTransport* view_;
   double timeout_s_;
-  size_t num_params_;
+  JoinTerms terms_;
   int64_t total_steps_ = 0;
   int refused_ = 0;  // joiners refused so far (each gets a one-off address)
   uint64_t view_messages_sent_ = 0;  // proposals and leave notes sent (each change logs how many)

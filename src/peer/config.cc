@@ -2,11 +2,14 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "common/endpoint.h"
 #include "common/error.h"
@@ -287,6 +290,64 @@ std::string algorithm_name(Algorithm a) {
     case Algorithm::kChoco: return "choco";
   }
   return "?";
+}
+
+namespace {
+
+// The shortest text that reads back as `v` (no blanks, so it fits a join request's word).
+std::string number_text(double v) {
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : std::to_string(v);
+}
+
+std::string topology_text(const topology::Graph& g) {
+  std::string text = topology::kind_name(g.kind);
+  if (g.kind == topology::Kind::kTorus) text += ":rows=" + std::to_string(g.torus_rows);
+  if (g.kind == topology::Kind::kRandomMatching) text += ":seed=" + std::to_string(g.seed);
+  if (g.kind == topology::Kind::kEdgeList) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the edges, in order
+    for (const auto& [a, b] : g.edges)
+      for (int v : {a, b}) h = (h ^ static_cast<uint32_t>(v)) * 1099511628211ull;
+    text += ":edges=" + std::to_string(g.edges.size()) + "/" + std::to_string(h % 1000000007);
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string shared_settings(const RunConfig& cfg) {
+  const AlgorithmConfig& a = cfg.algorithm;
+  std::vector<std::pair<std::string, std::string>> items = {
+      {"algorithm.kind", algorithm_name(a.kind)},
+      {"topology", topology_text(cfg.topology)},
+      {"algorithm.wire", dtype_name(a.wire)},
+      {"algorithm.checksum", a.checksum_always ? "always" : "auto"},
+      {"algorithm.global_average_every", std::to_string(a.global_average_every)},
+      {"log_every", std::to_string(cfg.log_every)},  // progress lines and Ξ are collectives
+      {"consensus_every", std::to_string(cfg.consensus_every)},
+  };
+  if (a.kind == Algorithm::kGossip) items.emplace_back("algorithm.gradient_tracking", a.gradient_tracking ? "true" : "false");
+  if (a.kind == Algorithm::kDiloco) {
+    items.emplace_back("algorithm.inner_steps", std::to_string(a.inner_steps));
+    items.emplace_back("algorithm.outer_average", a.outer_average == OuterAverage::kGossip ? "gossip" : "allreduce");
+    items.emplace_back("algorithm.gossip_rounds", std::to_string(a.gossip_rounds));
+    items.emplace_back("algorithm.outer_lr", number_text(a.outer_lr));
+    items.emplace_back("algorithm.outer_momentum", number_text(a.outer_momentum));
+  }
+  if (a.kind == Algorithm::kChoco) {
+    std::string compressor = dtype_name(a.compressor);  // "top-k": the YAML's top_k
+    std::replace(compressor.begin(), compressor.end(), '-', '_');
+    items.emplace_back("algorithm.compressor", compressor);
+    items.emplace_back("algorithm.ratio", number_text(a.ratio));
+    items.emplace_back("algorithm.consensus_step", number_text(a.consensus_step));
+  }
+  // Where a chunk is the unit values are compressed in, both ends must cut them alike.
+  if (a.kind == Algorithm::kChoco || a.wire == Dtype::kInt8)
+    items.emplace_back("algorithm.chunk_bytes", std::to_string(a.chunk_bytes));
+  std::string text;
+  for (const auto& [name, value] : items) text += (text.empty() ? "" : ";") + name + "=" + value;
+  return text;
 }
 
 RunConfig parse_config(const std::string& yaml_text, const std::string& file_name) {

@@ -146,6 +146,12 @@ RunConfig parse_config(const std::string& yaml_text, const std::string& file_nam
 
 std::string algorithm_name(Algorithm a);
 
+// The settings every peer of a run must have alike for their exchanges to work and their models
+// to stay one (algorithm, topology, wire format, checksum setting, the steps of the collectives,
+// the algorithm's own parameters): "name=value" items joined by ';', no blanks, named as in the
+// YAML. A joiner sends them with its request and is refused where they differ from the run's.
+std::string shared_settings(const RunConfig& cfg);
+
 // How many nice levels below its communication threads the training thread of the peer at
 // `own_endpoint` runs (a joiner's endpoint is not in the list): cfg.trainer_nice, or when that is
 // -1, 10 when more of the run's peers share that endpoint's host than `cpus`, else 0.

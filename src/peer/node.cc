@@ -180,7 +180,8 @@ void Node::request_join() {
   join_started_ = std::chrono::steady_clock::now();
   const std::string contact_key = options_.join_key_file.empty() ? "" : read_public_key(options_.join_key_file);
   Membership::request_join(*transport_, *options_.join, contact_key, transport_->bound_endpoint(), own_public_key_,
-                           options_.external ? options_.external->size() : planned_num_params(cfg_));
+                           {options_.external ? options_.external->size() : planned_num_params(cfg_),
+                            shared_settings(cfg_)});
 }
 
 // The view (the YAML's, or the welcome's for a joiner), membership, the algorithm hook and the
@@ -204,7 +205,8 @@ void Node::start_membership() {
   if (trainer_) trainer_->set_member_id(id);
   view_ = std::make_unique<ViewTransport>(*transport_, initial, id);
   if (welcome) view_->set_view(initial, id);
-  membership_ = std::make_unique<Membership>(*transport_, *view_, cfg_.algorithm.timeout_s, model().num_params());
+  membership_ = std::make_unique<Membership>(*transport_, *view_, cfg_.algorithm.timeout_s,
+                                             JoinTerms{model().num_params(), shared_settings(cfg_)});
   if (welcome) membership_->note_admitted(welcome->admitted);
   hook_ = std::make_unique<DecentralizedHook>(cfg_, *view_, model().num_params(), membership_.get());
   hook_->set_leave_flag(options_.leave_flag);
