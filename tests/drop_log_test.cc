@@ -75,6 +75,20 @@ TEST(DropsByMember, CountsAndTheLastReasonPerMemberConnection) {
   EXPECT_NE(drops.of(16777215), "");
 }
 
+// Heartbeats with another settings digest: noted once (true the first time), and said after
+// the drops, or alone.
+TEST(DropsByMember, OtherSharedSettingsAreSaidOnceAfterTheDrops) {
+  DropsByMember drops;
+  const std::string other = "its heartbeats say it was started with other shared settings than this peer";
+  EXPECT_TRUE(drops.note_other_settings(4));
+  EXPECT_FALSE(drops.note_other_settings(4));
+  EXPECT_EQ(drops.of(4).rfind(other, 0), 0u) << drops.of(4);
+  drops.note("r4", "garbage");
+  EXPECT_EQ(drops.of(4).rfind("1 message from connection 'r4' was dropped here, the last: garbage; and " + other, 0), 0u)
+      << drops.of(4);
+  EXPECT_EQ(drops.of(5), "");
+}
+
 TEST(DropsByMember, TheTableIsBounded) {
   DropsByMember drops;
   for (size_t i = 0; i < DropsByMember::kMaxMembers + 10; ++i) drops.note("r" + std::to_string(i), "garbage");

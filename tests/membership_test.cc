@@ -427,6 +427,24 @@ TEST(Elastic, JoinerWithOtherSharedSettingsIsRefusedAndTheRunGoesOn) {
                           {"log_every: 100", "log_every: 50", "its log_every is 50, this run's 100"}});
 }
 
+// Peers started from different YAMLs (here log_every: the Ξ measurements are collectives) see it
+// in each other's heartbeats: each logs it at once, and the error the stalled exchange ends in
+// says so instead of only "dead, hung or far behind".
+TEST(Elastic, StaticPeersStartedWithOtherSettingsSayItFromTheHeartbeats) {
+  TempDir dir;
+  std::string fifty = yaml(2, 200, 3);
+  fifty.replace(fifty.find("log_every: 100"), 14, "log_every: 50");
+  const std::string y0 = dir.write("a.yaml", yaml(2, 200, 3)), y1 = dir.write("b.yaml", fifty);
+  std::filesystem::create_directories(dir.path() + "/rv");
+  const std::string peer = testing::bin("gossip-peer") + " --rendezvous " + dir.path() + "/rv --config ";
+  const testing::CommandResult r = run_command("sh -c '" + peer + y0 + " --rank 0 & " + peer + y1 + " --rank 1; wait'", 60);
+  EXPECT_NE(r.output.find("peer 0: peer 1 (tcp://127.0.0.1:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("was started with other shared settings than this peer"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("or set up differently: its heartbeats say it was started with other shared settings"),
+            std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 30) << "ended by algorithm.timeout_s (3 s)";
+}
+
 TEST(Elastic, JoiningThroughADeadEndpointIsAClearError) {
   TempDir dir;
   const std::string y = dir.write("four.yaml", yaml(4, 1, 3));

@@ -31,8 +31,10 @@ namespace fs = std::filesystem;
 class ZmqTransportTest : public ZmqFixture {
  protected:
   // Four elastic members heartbeating every 50 ms, each watched by `watchers` others.
+  // Their settings digest is `digest`, member 3's `digest_of_3`.
   std::vector<std::unique_ptr<ZmqTransport>> elastic_four(double dead_after_s, int watchers,
-                                                          double unverified_idle_s = 60) {
+                                                          double unverified_idle_s = 60, uint64_t digest = 0,
+                                                          uint64_t digest_of_3 = 0) {
     std::vector<std::unique_ptr<ZmqTransport>> t;
     for (int r = 0; r < 4; ++r) {
       ZmqTransportOptions o = options(r, 4);
@@ -41,6 +43,7 @@ class ZmqTransportTest : public ZmqFixture {
       o.dead_after_s = dead_after_s;
       o.watchers = watchers;
       o.unverified_idle_s = unverified_idle_s;
+      o.settings_digest = r == 3 ? digest_of_3 : digest;
       t.push_back(std::make_unique<ZmqTransport>(o));
     }
     return t;
@@ -138,6 +141,28 @@ TEST_F(ZmqTransportTest, LinksThatCarryNoHeartbeatsAreNotClosedAsIdle) {
   for (int r = 0; r < 4; ++r) {
     EXPECT_EQ(t[r]->stats().connections_refused, 0u) << "peer " << r;
     EXPECT_EQ(t[r]->mailbox().take_any({MessageKind::kSuspect}, Clock::now()), std::nullopt) << "peer " << r;
+  }
+}
+
+// A member whose heartbeats carry another digest of the shared settings (started with another
+// YAML) is named in what the others report of it, and it names them; members alike are not, and
+// a digest of 0 (none) is not compared.
+TEST_F(ZmqTransportTest, AMemberStartedWithOtherSettingsIsNamedFromItsHeartbeats) {
+  const std::string other = "its heartbeats say it was started with other shared settings";
+  for (uint64_t digest_of_3 : {99, 0}) {
+    std::vector<std::unique_ptr<ZmqTransport>> t = elastic_four(5, 0, 60, 42, digest_of_3);
+    const std::vector<std::pair<int, int>> pairs = {{0, 3}, {2, 3}, {3, 0}, {0, 1}, {1, 2}};
+    auto named = [&](int r, int about) { return t[r]->dropped_from(about).find(other) != std::string::npos; };
+    auto differ = [&](int r, int about) { return digest_of_3 != 0 && (r == 3 || about == 3); };
+    auto settled = [&] {
+      return std::all_of(pairs.begin(), pairs.end(), [&](auto p) { return named(p.first, p.second) == differ(p.first, p.second); });
+    };
+    if (digest_of_3 != 0)  // until every pair says it (beats every 50 ms)
+      for (int i = 0; i < 200 && !settled(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    else  // alike: 0.4 s of beats, and none says it
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    for (const auto& [r, about] : pairs)
+      EXPECT_EQ(named(r, about), differ(r, about)) << r << " about " << about << ", digest of 3: " << digest_of_3;
   }
 }
 

@@ -151,6 +151,9 @@ std::string algorithm_name(Algorithm a);
 // the algorithm's own parameters): "name=value" items joined by ';', no blanks, named as in the
 // YAML. A joiner sends them with its request and is refused where they differ from the run's.
 std::string shared_settings(const RunConfig& cfg);
+// A nonzero 64-bit digest of shared_settings, which every heartbeat carries (static peers started
+// with different YAMLs see it in each other's heartbeats).
+uint64_t shared_settings_digest(const RunConfig& cfg);
 
 // How many nice levels below its communication threads the training thread of the peer at
 // `own_endpoint` runs (a joiner's endpoint is not in the list): cfg.trainer_nice, or when that is

@@ -157,6 +157,7 @@ void Node::open_transport() {
   opt.chunk_bytes = static_cast<size_t>(cfg_.algorithm.chunk_bytes);
   opt.single_copy = cfg_.algorithm.single_copy;
   opt.checksum_always = cfg_.algorithm.checksum_always;
+  opt.settings_digest = shared_settings_digest(cfg_);
   opt.timeout_s = cfg_.algorithm.timeout_s;
   opt.max_unverified_connections = static_cast<size_t>(cfg_.max_unverified_connections);
   if (!cfg_.keys_dir.empty()) {  // CurveZMQ on every socket, allow-list = every *.pub there

@@ -79,13 +79,28 @@ void DropsByMember::note(const std::string& connection, const std::string& why) 
   e.last = why;
 }
 
+bool DropsByMember::note_other_settings(int id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (entries_.size() >= kMaxMembers && entries_.count(id) == 0) entries_.clear();
+  Entry& e = entries_[id];
+  const bool first = !e.other_settings;
+  e.other_settings = true;
+  return first;
+}
+
 std::string DropsByMember::of(int id) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = entries_.find(id);
   if (it == entries_.end()) return "";
   const Entry& e = it->second;
-  return std::to_string(e.count) + (e.count == 1 ? " message" : " messages") + " from connection 'r" +
-         std::to_string(id) + "' " + (e.count == 1 ? "was" : "were") + " dropped here, the last: " + e.last;
+  std::string text;
+  if (e.count > 0)
+    text = std::to_string(e.count) + (e.count == 1 ? " message" : " messages") + " from connection 'r" +
+           std::to_string(id) + "' " + (e.count == 1 ? "was" : "were") + " dropped here, the last: " + e.last;
+  if (e.other_settings)
+    text += std::string(text.empty() ? "" : "; and ") + "its heartbeats say it was started with other shared settings "
+            "than this peer (algorithm, topology, wire, checksum, log_every, ...: another YAML?)";
+  return text;
 }
 
 }  // namespace gossip::peer

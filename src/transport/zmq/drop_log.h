@@ -47,23 +47,28 @@ class DropLog {
 };
 
 // How many messages were dropped from each member connection ("r<id>") and why the last one was,
+// and whether the member's heartbeats carried another digest of the shared settings than ours,
 // for the error a neighbour's missing message ends in (Transport::dropped_from): a peer set up
-// differently (another protocol, model shape or checksum setting) is then named as such rather
-// than taken for a dead one. Written by the comm thread, read by the training thread; bounded
-// like DropLog's table. The id is only what the connection calls itself.
+// differently (another protocol, model shape, checksum setting or YAML) is then named as such
+// rather than taken for a dead one. Written by the comm thread, read by the training thread;
+// bounded like DropLog's table. The id is only what the connection calls itself.
 class DropsByMember {
  public:
   static constexpr size_t kMaxMembers = 256;  // the table is cleared when it reaches this
 
   // A drop from `connection` (a routing id) for reason `why`; connections not named r<id> are not kept.
   void note(const std::string& connection, const std::string& why);
-  // "N message(s) from connection 'r<id>' were dropped here, the last: <why>"; "" when none were.
+  // Member `id`'s heartbeats carry another settings digest than ours: true the first time.
+  bool note_other_settings(int id);
+  // "N message(s) from connection 'r<id>' were dropped here, the last: <why>", and/or that its
+  // heartbeats say it was started with other shared settings; "" when neither.
   std::string of(int id) const;
 
  private:
   struct Entry {
     uint64_t count = 0;
     std::string last;
+    bool other_settings = false;
   };
   mutable std::mutex mutex_;
   std::map<int, Entry> entries_;  // guarded by mutex_

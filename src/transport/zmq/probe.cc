@@ -68,7 +68,7 @@ void ZmqTransport::queue_heartbeat(int to, size_t max_pending, ProbeTag tag, int
   m.header.kind = MessageKind::kHeartbeat;
   m.header.sender = static_cast<uint32_t>(rank());
   m.header.tag = tag;
-  m.header.round = static_cast<uint64_t>(std::max(about, 0));
+  m.header.round = tag == kBeat ? options_.settings_digest : static_cast<uint64_t>(std::max(about, 0));
   m.header.weight = age_s;
   m.data = &kMagic;  // zero values; any valid pointer
   link.pending.push_back(std::move(m));
@@ -93,6 +93,16 @@ void ZmqTransport::ask_about(int target, const std::vector<int>& members, double
     log("peer ", rank(), ": no word from peer ", target, " for ", silent_s, " s: asking peers ", names.str(),
         " whether they hear from it");
   }
+}
+
+// A beat's settings digest against ours (0 on either side: nothing to compare). A member started
+// with other shared settings is logged once; the error its missing messages end in names it.
+void ZmqTransport::compare_settings(int from, uint64_t digest) {
+  if (digest == 0 || options_.settings_digest == 0 || digest == options_.settings_digest || !is_member(from)) return;
+  if (!drops_by_member_.note_other_settings(from)) return;  // said already
+  log("peer ", rank(), ": ", describe(from), " was started with other shared settings than this peer (its "
+      "heartbeats carry another digest of the algorithm, topology, wire, checksum, log_every, ...): exchanges "
+      "with it may stall or fail; start every peer with the same YAML");
 }
 
 // A probe from another member (its sender checked by judge()).

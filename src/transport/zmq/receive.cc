@@ -87,6 +87,8 @@ std::optional<std::string> ZmqTransport::judge(const std::string& who, std::vect
     if (h->tag > kProbeVouch) return "a heartbeat with an unknown probe tag " + std::to_string(h->tag);
     if (!checksum_ok()) return "a probe with a bad checksum";  // its round and offset name a member and a time
   }
+  if (kind == MessageKind::kHeartbeat && h->tag == kBeat && h->round != 0 && !checksum_ok())
+    return "a heartbeat with a bad checksum";  // its round is the sender's settings digest
   return std::nullopt;
 }
 
@@ -99,6 +101,7 @@ void ZmqTransport::accept(zmq::socket_t& router, const zmq::message_t& identity,
   if (kind != MessageKind::kJoin) note_heard(static_cast<int>(h.sender), Clock::now());
   if (kind == MessageKind::kHeartbeat) {
     if (h.tag != kBeat) answer_probe(h, Clock::now());
+    else compare_settings(static_cast<int>(h.sender), h.round);
     return;
   }
   if (kind == MessageKind::kLentDone) {

@@ -70,6 +70,11 @@ struct ZmqTransportOptions {
   // kFlagUnchecked: loopback, ipc://, CurveZMQ); true: every payload sent is checksummed, and an
   // unchecked one received is dropped (algorithm.checksum: always).
   bool checksum_always = false;
+  // A digest of the settings every peer of the run must share (peer/config.h's shared_settings),
+  // carried by each heartbeat beat (in its round). A member whose beats carry another one was
+  // started with other settings: logged once, and named in the error its missing messages end in
+  // (dropped_from). 0: none sent and none compared.
+  uint64_t settings_digest = 0;
 };
 
 // Who watches whom in a view of `members` (ids in view order) when each member is watched by
@@ -147,6 +152,7 @@ class ZmqTransport final : public MembershipPort {
   // others ask (h.tag: ProbeTag); note a message straight from `id` (vouches to relay).
   void ask_about(int target, const std::vector<int>& members, double silent_s, Clock::time_point now);
   void answer_probe(const Header& h, Clock::time_point now);
+  void compare_settings(int from, uint64_t digest);  // a beat's settings digest (see settings_digest)
   void note_heard(int id, Clock::time_point now);
   void queue_probe(int to, ProbeTag tag, int about, double age_s);
   // Queues a kHeartbeat (a beat, or a probe: tag, about, age) to `to` unless `max_pending`
