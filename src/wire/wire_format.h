@@ -29,7 +29,8 @@ enum class MessageKind : uint16_t {
   kAllGather = 4,      // ring all-reduce, second half; tag = step
   kControlRequest = 5, // a tool asks a peer something; tag = ControlOp, payload = JSON text
   kControlReply = 6,   // the answer; weight = 1 when the payload is floats, 0 when JSON text
-  kHeartbeat = 7,      // empty; tells a member the sender is alive (tag: ProbeTag)
+  kHeartbeat = 7,      // empty; tells a member the sender is alive (tag: ProbeTag); a beat's
+                       // round is the sender's settings digest (0: none)
   kView = 8,           // a view-change proposal (text: round, gone ids, joins); epoch = the old one
   kJoin = 9,           // a new peer asks to join (text: its endpoint); from a "j<nonce>" connection
   kWelcome = 10,       // to a joiner: the new view, its id, the start round (text)
