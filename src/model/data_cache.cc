@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/hash.h"
 #include "common/log.h"
 
 namespace gossip::model {
@@ -89,12 +90,6 @@ std::string identity_of(const std::string& source) {
   if (ec || ::stat(abs.c_str(), &st) != 0) return {};
   return abs.string() + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
          std::to_string(st.st_mtim.tv_nsec);
-}
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
 }
 
 // Where the entry of `source`, whose identity is `identity`, lives in `cache_dir`.

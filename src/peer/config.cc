@@ -13,6 +13,7 @@
 
 #include "common/endpoint.h"
 #include "common/error.h"
+#include "common/hash.h"
 #include "common/hostlist.h"
 #include "peer/map_reader.h"
 
@@ -301,19 +302,14 @@ std::string number_text(double v) {
   return ec == std::errc() ? std::string(buf, end) : std::to_string(v);
 }
 
-// FNV-1a, one value at a time.
-constexpr uint64_t kFnvStart = 1469598103934665603ull;
-uint64_t fnv1a(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211ull; }
-
 std::string topology_text(const topology::Graph& g) {
   std::string text = topology::kind_name(g.kind);
   if (g.kind == topology::Kind::kTorus) text += ":rows=" + std::to_string(g.torus_rows);
   if (g.kind == topology::Kind::kRandomMatching) text += ":seed=" + std::to_string(g.seed);
   if (g.kind == topology::Kind::kEdgeList) {
-    uint64_t h = kFnvStart;  // over the edges, in order
-    for (const auto& [a, b] : g.edges)
-      for (int v : {a, b}) h = fnv1a(h, static_cast<uint32_t>(v));
-    text += ":edges=" + std::to_string(g.edges.size()) + "/" + std::to_string(h % 1000000007);
+    std::string edges;  // in order
+    for (const auto& [a, b] : g.edges) edges += std::to_string(a) + "-" + std::to_string(b) + ",";
+    text += ":edges=" + std::to_string(g.edges.size()) + "/" + std::to_string(fnv1a(edges) % 1000000007);
   }
   return text;
 }
@@ -355,8 +351,7 @@ std::string shared_settings(const RunConfig& cfg) {
 }
 
 uint64_t shared_settings_digest(const RunConfig& cfg) {
-  uint64_t h = kFnvStart;
-  for (unsigned char c : shared_settings(cfg)) h = fnv1a(h, c);
+  const uint64_t h = fnv1a(shared_settings(cfg));
   return h != 0 ? h : 1;  // 0 stands for "none"
 }
 
