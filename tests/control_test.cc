@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "control/sketch.h"
 
 namespace gossip::peer {
@@ -63,6 +66,29 @@ TEST(Control, SnapshotAtAFutureRound) {
   ASSERT_TRUE(sk.floats);
   EXPECT_EQ(*sk.values, count_sketch(x, 3, 2, 3));
   EXPECT_NE(c.handle(99, "{}").text.find("unknown control operation"), std::string::npos);
+}
+
+TEST(Control, StatusWritesADivergedLossAsNullNotNan) {
+  ControlState c = make();
+  c.set_progress(std::nan(""), 0.5, std::numeric_limits<double>::infinity(), 2.5);
+  const std::string text = c.handle(static_cast<uint32_t>(ControlOp::kStatus), "{}").text;
+  EXPECT_NE(text.find("\"loss\": null, \"train_accuracy\": 0.5, \"samples_per_s\": null, \"param_norm\": 2.5"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("nan"), std::string::npos) << text;
+  EXPECT_EQ(text.find("inf"), std::string::npos) << text;
+  EXPECT_EQ(ControlState::json_figure(0.25), "0.25");
+  EXPECT_EQ(ControlState::json_figure(1.0 / 3, 3), "0.333");
+}
+
+TEST(Control, StatusWritesOnlyPrintableAscii) {
+  ControlState c = make();
+  c.set_members({"tcp://127.0.0.1:1\n[peer 0] forged\x1b[2J", "tcp://a\"b\\c", "caf\xc3\xa9", "d"});
+  const std::string text = c.handle(static_cast<uint32_t>(ControlOp::kStatus), "{}").text;
+  for (char ch : text) ASSERT_TRUE(ch >= 0x20 && ch <= 0x7e) << int(static_cast<unsigned char>(ch)) << " in " << text;
+  EXPECT_NE(text.find("\"tcp://127.0.0.1:1\\u000a[peer 0] forged\\u001b[2J\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"tcp://a\\\"b\\\\c\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"caf\\u00c3\\u00a9\""), std::string::npos) << text;
 }
 
 TEST(Control, JsonNumber) {

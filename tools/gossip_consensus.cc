@@ -20,6 +20,7 @@
 #include "common/endpoint.h"
 #include "common/error.h"
 #include "common/flags.h"
+#include "common/log.h"
 #include "peer/config.h"
 #include "transport/rendezvous.h"
 #include "control/control.h"
@@ -87,14 +88,14 @@ class Session {
         if (a.text.find("\"finished\": true") != std::string::npos) return std::nullopt;
         if (std::chrono::steady_clock::now() > deadline)
           throw Error(clients_[i]->endpoint(), "no snapshot of round " + std::to_string(r) + " within " +
-                                                   std::to_string(wait_s) + " s (last answer " + a.text + ")");
+                                                   seconds_text(wait_s) + " s (last answer " + escape_for_log(a.text, 200) + ")");
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
     }
     double loss = 0;
     for (size_t i = 0; i < clients_.size(); ++i) {
-      auto v = ControlState::json_number(status(i), "loss");
-      loss += v.value_or(0) / clients_.size();
+      auto v = ControlState::json_number(status(i), "loss");  // null (a diverged loss) reads as NaN
+      loss += v.value_or(std::nan("")) / clients_.size();
     }
     return Sample{r, peer::consensus_figures(x), loss};
   }
@@ -139,12 +140,14 @@ void print_row(const Sample& s, const std::string& format, bool header, int sket
     for (double d : f.distance) std::cout << "," << d;
     std::cout << std::endl;
   } else if (format == "json") {
-    std::cout << std::setprecision(9) << "{\"round\": " << s.round << ", \"n\": " << f.distance.size()
-              << ", \"xi\": " << f.xi << ", \"relative\": " << f.relative() << ", \"mean_norm2\": " << f.mean_norm2
-              << ", \"loss\": " << s.loss;
-    if (sketch > 0) std::cout << ", \"sketch\": " << sketch << ", \"expected_error\": " << expected_error(f, sketch);
+    // JSON has no NaN: a diverged run's figures are null.
+    auto figure = [](double v) { return ControlState::json_figure(v, 9); };
+    std::cout << "{\"round\": " << s.round << ", \"n\": " << f.distance.size() << ", \"xi\": " << figure(f.xi)
+              << ", \"relative\": " << figure(f.relative()) << ", \"mean_norm2\": " << figure(f.mean_norm2)
+              << ", \"loss\": " << figure(s.loss);
+    if (sketch > 0) std::cout << ", \"sketch\": " << sketch << ", \"expected_error\": " << figure(expected_error(f, sketch));
     std::cout << ", \"distance\": [";
-    for (size_t i = 0; i < f.distance.size(); ++i) std::cout << (i ? ", " : "") << f.distance[i];
+    for (size_t i = 0; i < f.distance.size(); ++i) std::cout << (i ? ", " : "") << figure(f.distance[i]);
     std::cout << "]}" << std::endl;
   } else {
     if (header)

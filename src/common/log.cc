@@ -21,6 +21,12 @@ void set_log_prefix(const std::string& prefix) {
   log_prefix() = prefix;
 }
 
+std::string seconds_text(double seconds) {
+  std::ostringstream out;
+  out << seconds;
+  return out.str();
+}
+
 void log_line(const std::string& line) {
   std::lock_guard<std::mutex> lock(log_mutex());
   std::fprintf(stderr, "%s%s\n", log_prefix().c_str(), line.c_str());

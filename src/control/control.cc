@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <iomanip>
 #include <sstream>
 
 #include "common/endpoint.h"
@@ -16,9 +17,20 @@ constexpr size_t kMaxKeptFloats = size_t(64) << 20;  // ... or this many floats 
 constexpr size_t kMaxPendingRequests = 1024;
 constexpr int64_t kMaxSketch = 1 << 16;
 
+// A JSON string whose text is printable ASCII only: quotes and backslashes escaped, every other
+// byte outside 0x20..0x7e written as \u00XX (so a control byte never reaches a terminal, and the
+// tool side can refuse any answer that holds one).
 std::string quote(const std::string& s) {
+  static const char kHex[] = "0123456789abcdef";
   std::string out = "\"";
   for (char c : s) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b < 0x20 || b > 0x7e) {
+      out += "\\u00";
+      out.push_back(kHex[b >> 4]);
+      out.push_back(kHex[b & 15]);
+      continue;
+    }
     if (c == '"' || c == '\\') out.push_back('\\');
     out.push_back(c);
   }
@@ -52,6 +64,13 @@ std::optional<double> ControlState::json_number(const std::string& json, const s
   const double v = std::strtod(start, &end);
   if (end == start) return std::nullopt;
   return v;
+}
+
+std::string ControlState::json_figure(double v, int precision) {
+  if (!std::isfinite(v)) return "null";
+  std::ostringstream out;
+  out << std::setprecision(precision) << v;
+  return out.str();
 }
 
 void ControlState::set_round(int64_t completed_steps) {
@@ -137,8 +156,8 @@ std::string ControlState::status_json() {
         << ", \"out\": " << topology::links_json(nb.out, 6) << "}";
   } catch (const std::exception&) {
   }
-  out << ", \"loss\": " << loss_ << ", \"train_accuracy\": " << accuracy_ << ", \"samples_per_s\": " << samples_per_s_
-      << ", \"param_norm\": " << param_norm_;
+  out << ", \"loss\": " << json_figure(loss_) << ", \"train_accuracy\": " << json_figure(accuracy_)
+      << ", \"samples_per_s\": " << json_figure(samples_per_s_) << ", \"param_norm\": " << json_figure(param_norm_);
   if (transport_) {
     const TransportStats s = transport_->stats();
     out << ", \"bytes_sent\": " << s.bytes_sent << ", \"bytes_received\": " << s.bytes_received

@@ -57,6 +57,9 @@ class ControlState final : public ControlHandler {
   // "field": number from a flat JSON object; nullopt when absent (tiny parser for our own
   // requests, which hold numbers only).
   static std::optional<double> json_number(const std::string& json, const std::string& field);
+  // A figure as JSON text with `precision` significant digits; NaN and infinities (a diverged
+  // loss) are null, which JSON has, not "nan", which it does not.
+  static std::string json_figure(double v, int precision = 6);
 
  private:
   using Key = std::tuple<int64_t, int, uint64_t>;  // round, sketch k (0 = full), seed

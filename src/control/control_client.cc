@@ -2,13 +2,22 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "transport/zmq/frames.h"
 
 namespace gossip::peer {
+namespace {
+std::string hex_byte(char c) {
+  static const char kHex[] = "0123456789abcdef";
+  const auto b = static_cast<unsigned char>(c);
+  return {kHex[b >> 4], kHex[b & 15]};
+}
+}  // namespace
 
 ControlClient::ControlClient(zmq::context_t& context, std::string endpoint, const std::string& server_key,
                              const std::string& own_public, const std::string& own_secret)
@@ -40,7 +49,7 @@ ControlAnswer ControlClient::request(ControlOp op, const std::string& json, doub
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
     if (left.count() <= 0 || zmq::poll(&item, 1, left) == 0)
-      throw Error(endpoint_, "no answer within " + std::to_string(timeout_s) + " s (is the peer running?)");
+      throw Error(endpoint_, "no answer within " + seconds_text(timeout_s) + " s (is the peer running?)");
     std::vector<zmq::message_t> frames;
     do {
       frames.emplace_back();
@@ -58,6 +67,12 @@ ControlAnswer ControlClient::request(ControlOp op, const std::string& json, doub
       if (!a.values.empty()) std::memcpy(a.values.data(), frames[1].data(), a.values.size() * sizeof(float));
     } else {
       a.text.assign(static_cast<const char*>(frames[1].data()), frames[1].size());
+      // Our peers answer in printable ASCII (control.cc escapes the rest): anything else is not
+      // printed, so no answer can write terminal escapes or extra lines into the tool's output.
+      const auto bad = std::find_if(a.text.begin(), a.text.end(), [](char c) { return c < 0x20 || c > 0x7e; });
+      if (bad != a.text.end())
+        throw Error(endpoint_, "malformed answer: byte 0x" + hex_byte(*bad) + " at offset " +
+                                   std::to_string(bad - a.text.begin()) + " of its text (expected printable JSON)");
     }
     return a;
   }
