@@ -170,11 +170,38 @@ TEST(AllReduceInt8, APeerSendingAnotherWireIsNamed) {
   EXPECT_NE(errors[1].find("as int8 but this peer expects f32"), std::string::npos) << errors[1];
 }
 
+// Peers whose vectors differ in length (different models) name the sender and both lengths at the
+// first chunk, instead of waiting for values that never come.
+TEST(Collectives, APeerWithAVectorOfAnotherLengthIsNamed) {
+  std::vector<std::string> errors(2);
+  InprocFabric fabric(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      InprocTransport t(fabric, r);
+      RingAllReduce ar(t, 100, 2.0);
+      std::vector<float> x = values(r, r == 0 ? 100 : 107);
+      try {
+        ar.sum(x.data(), x.size(), Dtype::kF32);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  EXPECT_NE(errors[0].find("(inproc://1) sends reduce-scatter vectors of 107 values but this peer's has 100"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[0].find("the peers' models differ in size"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("(inproc://0) sends reduce-scatter vectors of 100 values but this peer's has 107"),
+            std::string::npos)
+      << errors[1];
+}
+
 TEST(Collectives, ReceiveTimesOutNamingThePeer) {
   InprocFabric fabric(2);
   InprocTransport t(fabric, 0);
   try {
-    receive_vector(t, 1, {MessageKind::kGossip, 4, 0}, 0, 10, 0.05, [](size_t, const float*, size_t) {});
+    receive_vector(t, 1, {MessageKind::kGossip, 4, 0}, 0, 10, 10, 0.05, [](size_t, const float*, size_t) {});
     FAIL();
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("inproc://1"), std::string::npos) << e.what();

@@ -59,7 +59,7 @@ TEST_F(SingleCopyTest, SingleCopyChunksArriveExactlyAndAreCountedAsLent) {
     SendGuard guard;
     send_vector(a, 1, {MessageKind::kGossip, round, 0}, data.data(), guard.owner(), 0, data.size(), data.size(), 0, 4096);
     std::vector<float> got(data.size(), -1);
-    receive_vector(b, 0, {MessageKind::kGossip, round, 0}, 0, got.size(), 5.0,
+    receive_vector(b, 0, {MessageKind::kGossip, round, 0}, 0, got.size(), got.size(), 5.0,
                    [&](size_t i, const float* v, size_t c) { std::copy(v, v + c, got.begin() + i); });
     guard.wait_released(5.0, "test");
     EXPECT_EQ(got, data) << "round " << round;
@@ -102,7 +102,7 @@ TEST_F(SingleCopyTest, ChunksInASharedRegionAreReadInPlaceUntilTheReaderDropsThe
     SendGuard again;
     send_vector(a, 1, {MessageKind::kGossip, 1, 0}, data, again.owner(), 0, n, n, 0, 4096);
     std::vector<float> got(n, -1);
-    receive_vector(b, 0, {MessageKind::kGossip, 1, 0}, 0, n, 5.0,
+    receive_vector(b, 0, {MessageKind::kGossip, 1, 0}, 0, n, n, 5.0,
                    [&](size_t i, const float* v, size_t c) { std::copy(v, v + c, got.begin() + i); });
     again.wait_released(5.0, "test");  // privatized: released before the values are used
     EXPECT_EQ(got, std::vector<float>(data, data + n));
@@ -134,7 +134,7 @@ TEST_F(SingleCopyTest, RefusedSingleCopyFallsBackToTheSocketInOrder) {
     send_vector(a, 1, {MessageKind::kPushSum, round, 0}, data.data(), guard.owner(), 0, data.size(), data.size(), 0.25,
                 1000);
     std::vector<float> got(data.size(), -1);
-    const Received r = receive_vector(b, 0, {MessageKind::kPushSum, round, 0}, 0, got.size(), 5.0,
+    const Received r = receive_vector(b, 0, {MessageKind::kPushSum, round, 0}, 0, got.size(), got.size(), 5.0,
                                       [&](size_t i, const float* v, size_t c) { std::copy(v, v + c, got.begin() + i); });
     guard.wait_released(5.0, "test");
     EXPECT_EQ(got, data) << "round " << round;
@@ -167,12 +167,12 @@ TEST_F(SingleCopyTest, ForgedLentReferenceIsNotCopied) {
   std::vector<float> values(8, 1.0f);
   send_as_peer_1(rogue, 0, values.data(), 32, false);
   std::vector<float> got;
-  receive_vector(a, 1, {MessageKind::kGossip, 0, 0}, 0, 8, 5.0,
+  receive_vector(a, 1, {MessageKind::kGossip, 0, 0}, 0, 8, 8, 5.0,
                  [&](size_t, const float* v, size_t c) { got.assign(v, v + c); });
   EXPECT_EQ(got, values) << "the forged reference's values were copied";
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past the connect timeout below
   send_as_peer_1(rogue, 1, values.data(), 32, false);
-  EXPECT_NO_THROW(receive_vector(a, 1, {MessageKind::kGossip, 1, 0}, 0, 8, 5.0, [](size_t, const float*, size_t) {}))
+  EXPECT_NO_THROW(receive_vector(a, 1, {MessageKind::kGossip, 1, 0}, 0, 8, 8, 5.0, [](size_t, const float*, size_t) {}))
       << "answering the forger must not wait on its (never published) endpoint";
 }
 
@@ -192,7 +192,7 @@ TEST_F(SingleCopyTest, ALentChunkTheReaderDoesNotTakeIsCopiedForIt) {
   }
   std::fill(data.begin(), data.end(), -1.0f);  // the lender reuses its buffer
   std::vector<float> got(data.size(), 0);
-  receive_vector(b, 0, {MessageKind::kGossip, 7, 0}, 0, got.size(), 5.0,
+  receive_vector(b, 0, {MessageKind::kGossip, 7, 0}, 0, got.size(), got.size(), 5.0,
                  [&](size_t i, const float* v, size_t c) { std::copy(v, v + c, got.begin() + i); });
   for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], float(i) + 0.25f) << i;
   EXPECT_EQ(a.stats().bytes_lent, data.size() * 4);
@@ -212,7 +212,7 @@ TEST_F(SingleCopyTest, AReaderThatStopsRightAfterItsCopyStillAnswers) {
       send_vector(a, 1, {MessageKind::kAllGather, uint64_t(trial), 0}, data.data(), guard.owner(), 0, data.size(),
                   data.size(), 0, 1000);
       size_t got = 0;
-      receive_vector(b, 0, {MessageKind::kAllGather, uint64_t(trial), 0}, 0, data.size(), 5.0,
+      receive_vector(b, 0, {MessageKind::kAllGather, uint64_t(trial), 0}, 0, data.size(), data.size(), 5.0,
                      [&](size_t, const float*, size_t c) { got += c; });
       EXPECT_EQ(got, data.size());
     }
@@ -242,9 +242,9 @@ TEST_F(SingleCopyTest, ALentChunkWhoseCopyFailsIsRefusedAndNotDelivered) {
   send_as_peer_1(rogue, 0, frame, kLentRefBytes, true);
   std::vector<float> values(8, 3.0f), got;
   send_as_peer_1(rogue, 1, values.data(), 32, false);
-  EXPECT_THROW(receive_vector(a, 1, {MessageKind::kGossip, 0, 0}, 0, 8, 0.5, [](size_t, const float*, size_t) {}),
+  EXPECT_THROW(receive_vector(a, 1, {MessageKind::kGossip, 0, 0}, 0, 8, 8, 0.5, [](size_t, const float*, size_t) {}),
                PeerLost);
-  receive_vector(a, 1, {MessageKind::kGossip, 1, 0}, 0, 8, 5.0,
+  receive_vector(a, 1, {MessageKind::kGossip, 1, 0}, 0, 8, 8, 5.0,
                  [&](size_t, const float* v, size_t c) { got.assign(v, v + c); });
   EXPECT_EQ(got, values);
 }

@@ -174,11 +174,11 @@ TEST_F(ZmqTransportTest, ChunkedVectorsTravelBothWays) {
   send_vector(a, 1, {MessageKind::kGossip, 3, 0}, data->data(), data, 0, data->size(), data->size(), 0, 4096);
   send_vector(b, 0, {MessageKind::kGossip, 3, 0}, data->data(), data, 0, 10, data->size(), 0.5, 4096);
   std::vector<float> got(data->size(), -1);
-  receive_vector(b, 0, {MessageKind::kGossip, 3, 0}, 0, got.size(), 5.0, [&](size_t i, const float* v, size_t c) {
+  receive_vector(b, 0, {MessageKind::kGossip, 3, 0}, 0, got.size(), got.size(), 5.0, [&](size_t i, const float* v, size_t c) {
     std::copy(v, v + c, got.begin() + i);
   });
   EXPECT_EQ(got, *data);
-  double w = receive_vector(a, 1, {MessageKind::kGossip, 3, 0}, 0, 10, 5.0, [](size_t, const float*, size_t) {}).weight;
+  double w = receive_vector(a, 1, {MessageKind::kGossip, 3, 0}, 0, 10, data->size(), 5.0, [](size_t, const float*, size_t) {}).weight;
   EXPECT_EQ(w, 0.5);
   EXPECT_GE(a.stats().bytes_sent, 400000u);
 }
@@ -265,7 +265,7 @@ TEST_F(ZmqTransportTest, GarbageIsDroppedAndTheNextGoodMessageArrives) {
   send_raw(rogue, huge, {1, 2});
   send_raw(rogue, h, {7, 8});
   std::vector<float> got;
-  receive_vector(a, 1, {MessageKind::kGossip, 0, 0}, 0, 2, 5.0,
+  receive_vector(a, 1, {MessageKind::kGossip, 0, 0}, 0, 2, 2, 5.0,
                  [&](size_t, const float* v, size_t c) { got.assign(v, v + c); });
   EXPECT_EQ(got, (std::vector<float>{7, 8}));
   EXPECT_EQ(a.stats().messages_dropped, 3u);
@@ -299,7 +299,7 @@ TEST_F(ZmqTransportTest, AMissingVectorsErrorSaysWhyWhatCameWasDropped) {
   ViewTransport view(a, v, 0);
   auto error_of = [&](Transport& t, int peer) -> std::string {
     try {
-      receive_vector(t, peer, {MessageKind::kGossip, 0, 0}, 0, 2, 0.5, [](size_t, const float*, size_t) {});
+      receive_vector(t, peer, {MessageKind::kGossip, 0, 0}, 0, 2, 2, 0.5, [](size_t, const float*, size_t) {});
     } catch (const PeerLost& e) {
       return e.what();
     }
@@ -376,7 +376,7 @@ TEST_F(ZmqTransportTest, AnUncheckedChunkIsTakenOnlyWhereTheLinkKeepsBytesIntact
     send_raw(rogue, unchecked, {3, 4});
     send_raw(rogue, h, {5, 6});
     std::vector<float> got;
-    receive_vector(a, 1, {MessageKind::kGossip, 0, 0}, 0, 2, 5.0,
+    receive_vector(a, 1, {MessageKind::kGossip, 0, 0}, 0, 2, 2, 5.0,
                    [&](size_t, const float* v, size_t c) { got.assign(v, v + c); });
     EXPECT_EQ(got, (std::vector<float>{always ? 5.0f : 3.0f, always ? 6.0f : 4.0f})) << always;
     EXPECT_EQ(a.stats().messages_dropped, always ? 2u : 1u) << always;
@@ -394,7 +394,7 @@ TEST_F(ZmqTransportTest, AGoneNeighbourIsDescribedWhereItWasReached) {
     EXPECT_EQ(a.describe(1), "peer 1 (" + reached + ")") << "from its rendezvous file";
     auto data = std::make_shared<std::vector<float>>(4, 1.0f);
     send_vector(a, 1, {MessageKind::kGossip, 0, 0}, data->data(), data, 0, 4, 4, 0, 4096);
-    receive_vector(b, 0, {MessageKind::kGossip, 0, 0}, 0, 4, 5.0, [](size_t, const float*, size_t) {});
+    receive_vector(b, 0, {MessageKind::kGossip, 0, 0}, 0, 4, 4, 5.0, [](size_t, const float*, size_t) {});
   }
   fs::remove(rendezvous_path(dir_.string(), 1));
   EXPECT_EQ(a.endpoint_of(1), "tcp://127.0.0.1:0");
@@ -409,7 +409,7 @@ TEST_F(ZmqTransportTest, MissingNeighbourEndpointIsAClearError) {
   auto data = std::make_shared<std::vector<float>>(4, 1.0f);
   send_vector(a, 1, {MessageKind::kGossip, 0, 0}, data->data(), data, 0, 4, 4, 0, 4096);
   try {
-    receive_vector(a, 1, {MessageKind::kGossip, 0, 0}, 0, 4, 2.0, [](size_t, const float*, size_t) {});
+    receive_vector(a, 1, {MessageKind::kGossip, 0, 0}, 0, 4, 4, 2.0, [](size_t, const float*, size_t) {});
     FAIL();
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("did not publish its endpoint"), std::string::npos) << e.what();
@@ -480,7 +480,7 @@ TEST_F(ZmqTransportTest, MessagesSentJustBeforeShutdownArrive) {
       send_vector(a, 1, {MessageKind::kAllGather, uint64_t(trial), 0}, data->data(), data, 0, data->size(), data->size(), 0, 1 << 14);
     }
     size_t got = 0, wrong = 0;
-    receive_vector(*b, 0, {MessageKind::kAllGather, uint64_t(trial), 0}, 0, 300000, 5.0,
+    receive_vector(*b, 0, {MessageKind::kAllGather, uint64_t(trial), 0}, 0, 300000, 300000, 5.0,
                    [&](size_t, const float* v, size_t c) {
                      got += c;
                      wrong += static_cast<size_t>(std::count_if(v, v + c, [&](float f) { return f != float(trial); }));

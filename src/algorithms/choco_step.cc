@@ -149,7 +149,9 @@ void ChocoStep::receive_from(const topology::Link& from, uint64_t round, const f
           ": checksum mismatch");
       continue;
     }
-    if (m->header.offset != pos || m->header.total_floats != floats_) {
+    if (m->header.total_floats != floats_)
+      throw vector_of_another_length(*t_, from.peer, MessageKind::kGossip, m->header.total_floats, floats_);
+    if (m->header.offset != pos) {
       log("peer ", t_->rank(), ": dropped a chunk at ", m->header.offset, " of a vector of ", m->header.total_floats,
           " claiming to be from ", t_->describe(from.peer), ": expected one at ", pos, " of ", floats_);
       continue;

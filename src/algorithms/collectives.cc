@@ -87,13 +87,15 @@ void send_vector(Transport& t, const std::vector<int>& peers, const VectorRef& r
   } while (done < count);
 }
 
-ChunkReader::ChunkReader(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s)
+ChunkReader::ChunkReader(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, size_t total,
+                         double timeout_s)
     : t_(&t),
       peer_(peer),
       key_{ref.kind, peer, ref.round, ref.tag},
       dtype_(ref.dtype),
       offset_(offset),
       count_(count),
+      total_(total),
       deadline_(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s))),
       timeout_s_(timeout_s) {}
 
@@ -106,6 +108,13 @@ PeerLost no_message_from(const Transport& t, MessageKind kind, int peer, uint64_
                       (dropped.empty() ? "" : ", or set up differently: " + dropped));
 }
 
+Error vector_of_another_length(const Transport& t, int peer, MessageKind kind, uint64_t theirs, size_t ours) {
+  return Error("peer " + std::to_string(t.rank()),
+               t.describe(peer) + " sends " + kind_name(kind) + " vectors of " + std::to_string(theirs) +
+                   " values but this peer's has " + std::to_string(ours) +
+                   ": the peers' models differ in size (every peer of a run needs the same model)");
+}
+
 std::optional<InMessage> ChunkReader::next() {
   while (!any_ || got_ < count_) {
     std::optional<InMessage> m = t_->receive(key_, deadline_);
@@ -116,6 +125,8 @@ std::optional<InMessage> ChunkReader::next() {
           t_->describe(peer_), ": checksum mismatch");
       continue;
     }
+    if (m->header.total_floats != total_)
+      throw vector_of_another_length(*t_, peer_, m->header.kind, m->header.total_floats, total_);
     const uint64_t begin = m->header.offset;
     if (begin != offset_ + got_ || m->count > count_ - got_) {
       log("peer ", t_->rank(), ": dropped a chunk [", begin, ", +", m->count, ") claiming to be from ",
@@ -155,9 +166,9 @@ void ChunkReader::settle(InMessage& m, const FloatScan& scan) {
   }
 }
 
-Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,
-                        const std::function<void(const InMessage&)>& fold) {
-  ChunkReader reader(t, peer, ref, offset, count, timeout_s);
+Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, size_t total,
+                        double timeout_s, const std::function<void(const InMessage&)>& fold) {
+  ChunkReader reader(t, peer, ref, offset, count, total, timeout_s);
   Received r;
   while (std::optional<InMessage> m = reader.next()) {
     if (m->finite) fold(*m);
@@ -167,9 +178,9 @@ Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t off
   return r;
 }
 
-Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,
-                        const std::function<void(size_t, const float*, size_t)>& fold) {
-  return receive_vector(t, peer, ref, offset, count, timeout_s,
+Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, size_t total,
+                        double timeout_s, const std::function<void(size_t, const float*, size_t)>& fold) {
+  return receive_vector(t, peer, ref, offset, count, total, timeout_s,
                         [&](const InMessage& m) { fold(m.header.offset - offset, m.data, m.count); });
 }
 
@@ -227,7 +238,7 @@ void RingAllReduce::ring_phase(float* x, size_t n, Dtype wire, MessageKind kind,
     send_vector(*t_, next, ref, out, guard.owner(), b, seg_len(send_seg), n, 0, chunk_floats_);
     float* dst = x + seg_begin(recv_seg);
     const size_t recv_begin = seg_begin(recv_seg);
-    const Received got = receive_vector(*t_, prev, ref, recv_begin, seg_len(recv_seg), timeout_s_, [&](const InMessage& m) {
+    const Received got = receive_vector(*t_, prev, ref, recv_begin, seg_len(recv_seg), n, timeout_s_, [&](const InMessage& m) {
       float* d = dst + (m.header.offset - recv_begin);
       const size_t c = m.count;
       if (!bf16 && gather) std::copy(m.data, m.data + c, d);
@@ -297,7 +308,8 @@ void RingAllReduce::receive_int8(float* x, size_t n, const VectorRef& ref, int s
                           dtype_name(m->header.dtype) + " but this peer expects int8: the peers' algorithm.wire settings differ");
     const auto* words = reinterpret_cast<const uint32_t*>(m->data);
     std::optional<std::string> problem;
-    if (m->header.offset != pos || m->header.total_floats != n)
+    if (m->header.total_floats != n) throw vector_of_another_length(*t_, prev, ref.kind, m->header.total_floats, n);
+    if (m->header.offset != pos)
       problem = "expected a chunk at " + std::to_string(pos) + " of a vector of " + std::to_string(n);
     else
       problem = int8_chunk_.parse(int8_, {ref.round, static_cast<uint32_t>(prev), pos}, words, m->count, n);

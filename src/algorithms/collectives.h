@@ -72,33 +72,39 @@ class SendGuard {
 // is dead, hung or far behind — or set up differently, when the transport dropped what it sent
 // (Transport::dropped_from: how many and why the last was).
 PeerLost no_message_from(const Transport& t, MessageKind kind, int peer, uint64_t round, double timeout_s);
+// The error when a verified chunk from `peer` is of a vector of `theirs` values where this peer's
+// has `ours`: the peers' models differ in size, so no round with it can ever complete.
+Error vector_of_another_length(const Transport& t, int peer, MessageKind kind, uint64_t theirs, size_t ours);
 
-// Receives the chunks of [offset, offset + count) from `peer` and calls fold(index, values, n)
-// for each, index relative to `offset`. A chunk whose checksum
+// Receives the chunks of [offset, offset + count) of a vector of `total` values from `peer` and
+// calls fold(index, values, n) for each, index relative to `offset`. A chunk whose checksum
 // does not match is logged and dropped (the genuine one may still come). Throws gossip::Error
-// naming the peer when nothing arrives before `timeout_s` passes.
+// naming the peer when nothing arrives before `timeout_s` passes, or when a verified chunk is of
+// a vector of another length (the peers' models differ).
 // Chunks holding NaN or ±Inf are reported and not folded; `finite` then comes back false.
 struct Received {
   double weight = 0;   // the sender's weight field (0 when it was not finite)
   bool finite = true;  // every chunk was folded
 };
-Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,
-                        const std::function<void(size_t, const float*, size_t)>& fold);
+Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, size_t total,
+                        double timeout_s, const std::function<void(size_t, const float*, size_t)>& fold);
 // The same for a consumer that reads the chunks itself (bf16 values, header.offset): fold(m) for
 // every verified, finite chunk.
-Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s,
-                        const std::function<void(const InMessage&)>& fold);
+Received receive_vector(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, size_t total,
+                        double timeout_s, const std::function<void(const InMessage&)>& fold);
 
 // Receives chunk after chunk of one vector from one peer (the chunk-at-a-time form of
 // receive_vector), so a consumer can walk several peers' vectors in step.
 class ChunkReader {
  public:
-  ChunkReader(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, double timeout_s);
+  ChunkReader(Transport& t, int peer, const VectorRef& ref, size_t offset, size_t count, size_t total,
+              double timeout_s);
   // The next verified chunk (values at [offset + index, + count) of the vector); nullopt once the
   // whole vector has been read. A chunk holding NaN or ±Inf comes back with finite = false and is
   // reported once per vector, naming the sender; the caller decides not to mix it in. A verified
-  // chunk whose values are not of ref.dtype is an error naming the sender (peers configured with
-  // different algorithm.wire).
+  // chunk whose values are not of ref.dtype (peers configured with different algorithm.wire), or
+  // of a vector whose length is not `total` (peers with models of different sizes), is an error
+  // naming the sender and both figures.
   std::optional<InMessage> next();
   // With a deferred scan, a chunk that needs no checksum (lent, or in-process) comes back from
   // next() unscanned (scanned = false, finite = true): the caller scans its values in its own
@@ -117,7 +123,7 @@ class ChunkReader {
   int peer_;
   MatchKey key_;
   Dtype dtype_;
-  size_t offset_, count_;
+  size_t offset_, count_, total_;
   Clock::time_point deadline_;
   double timeout_s_;
   size_t got_ = 0;

@@ -117,7 +117,7 @@ void GossipStep::run(uint64_t round, const float* in, float* out, const OnDevice
   s.reported.assign(deg, false);
   if (device && staging_.size() < deg) staging_.resize(deg);
   for (size_t k = 0; k < deg; ++k) {
-    s.readers.emplace_back(*t_, nb.in[k].peer, ref, 0, floats_, timeout_s_);
+    s.readers.emplace_back(*t_, nb.in[k].peer, ref, 0, floats_, floats_, timeout_s_);
     // A chunk without a checksum is scanned in the fold's own pass on the host; for a device,
     // where the chunk lands, as it is taken.
     if (!device) s.readers.back().defer_scan();

@@ -92,7 +92,7 @@ void PushSumStep::fold(const Expected& e) {
   // A message with NaN/Inf chunks is reported and its bad chunks are left out (their share of
   // mass is lost for those coordinates, which beats poisoning every peer downstream).
   const VectorRef ref{MessageKind::kPushSum, e.round, 0, wire_};
-  w_ += receive_vector(*t_, e.sender, ref, 0, floats_, timeout_s_, [this](const InMessage& m) { add_chunk(m); }).weight;
+  w_ += receive_vector(*t_, e.sender, ref, 0, floats_, floats_, timeout_s_, [this](const InMessage& m) { add_chunk(m); }).weight;
 }
 
 // Applies the local update to the numerator and sends each out-neighbour its share.

@@ -303,7 +303,7 @@ bool DecentralizedHook::rejoined(int64_t* next_step) {
 void DecentralizedHook::receive_start_model(model::Model& model, int contact_rank, int64_t round) {
   float* x = host_params(model);
   const Received r = receive_vector(*t_, contact_rank, {MessageKind::kModel, static_cast<uint64_t>(round), 0}, 0, floats_,
-                                    algo_.timeout_s, [x](size_t i, const float* v, size_t c) { std::copy(v, v + c, x + i); });
+                                    floats_, algo_.timeout_s, [x](size_t i, const float* v, size_t c) { std::copy(v, v + c, x + i); });
   if (!r.finite) throw Error("gossip-peer", "the model sent by " + t_->describe(contact_rank) + " holds NaN or Inf");
   store_params(model);
 }
