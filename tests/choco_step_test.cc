@@ -1,6 +1,6 @@
 // CHOCO-SGD's gossip on the in-process transport: a few rounds of 4 peers against the algorithm
 // computed centrally in double (every compressor), the average kept and consensus reached on 8
-// peers, a NaN neighbour screened, peers with different compressors told apart, and the
+// peers, a NaN neighbour screened, peers with different compressors or model sizes told apart, and the
 // checkpoint state.
 #include "algorithms/choco_step.h"
 
@@ -205,6 +205,34 @@ TEST(ChocoStep, PeersWithAnotherCompressorAreNamed) {
   EXPECT_NE(errors[0].find("sends gossip values as top-k but this peer expects sign"), std::string::npos) << errors[0];
   EXPECT_NE(errors[1].find("sends gossip values as sign but this peer expects top-k"), std::string::npos) << errors[1];
   EXPECT_EQ(errors[2], "");
+}
+
+// Peer 0's model has 107 values, the others' 100: its neighbours name it and both lengths at
+// its first chunk, and it names the first of them it hears.
+TEST(ChocoStep, APeerWithAModelOfAnotherSizeIsNamed) {
+  const topology::Graph ring{topology::Kind::kRing, 0, {}, 0};
+  InprocFabric fabric(4);
+  std::vector<std::string> errors(4);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 4; ++r)
+    threads.emplace_back([&, r] {
+      InprocTransport t(fabric, r);
+      const size_t floats = r == 0 ? 107 : 100;
+      ChocoStep step(t, ring, floats, 100, 1.0, 0, {Dtype::kTopK, 0.1, 1}, 0.3f);
+      std::vector<float> x(floats, float(r));
+      try {
+        for (int round = 0; round < 2; ++round) step.step(static_cast<uint64_t>(round), x.data());
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_NE(errors[0].find("sends gossip vectors of 100 values but this peer's has 107"), std::string::npos) << errors[0];
+  for (int r : {1, 3})
+    EXPECT_NE(errors[r].find("peer 0 (inproc://0) sends gossip vectors of 107 values but this peer's has 100: the "
+                             "peers' models differ in size"),
+              std::string::npos)
+        << errors[r];
 }
 
 TEST(ChocoStep, CheckpointStateRoundTrips) {

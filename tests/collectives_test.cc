@@ -147,8 +147,9 @@ TEST(AllReduceInt8, QuartersTheBytesWithUnbiasedRounding) {
   }
 }
 
-// Peers configured with different wires: the int8 peer names the f32 sender and the setting.
-TEST(AllReduceInt8, APeerSendingAnotherWireIsNamed) {
+// Two peers' ring all-reduces of their own values(r, sizes[r]) with their own wires, on threads;
+// what each threw ("" when nothing).
+std::vector<std::string> errors_of_two(const size_t sizes[2], const Dtype wires[2]) {
   std::vector<std::string> errors(2);
   InprocFabric fabric(2);
   std::vector<std::thread> threads;
@@ -156,14 +157,22 @@ TEST(AllReduceInt8, APeerSendingAnotherWireIsNamed) {
     threads.emplace_back([&, r] {
       InprocTransport t(fabric, r);
       RingAllReduce ar(t, 100, 2.0);
-      std::vector<float> x = values(r, 100);
+      std::vector<float> x = values(r, sizes[r]);
       try {
-        ar.sum(x.data(), x.size(), r == 0 ? Dtype::kInt8 : Dtype::kF32);
+        ar.sum(x.data(), x.size(), wires[r]);
       } catch (const std::exception& e) {
         errors[r] = e.what();
       }
     });
   for (std::thread& t : threads) t.join();
+  return errors;
+}
+
+// Peers configured with different wires: the int8 peer names the f32 sender and the setting.
+TEST(AllReduceInt8, APeerSendingAnotherWireIsNamed) {
+  const size_t sizes[2] = {100, 100};
+  const Dtype wires[2] = {Dtype::kInt8, Dtype::kF32};
+  const std::vector<std::string> errors = errors_of_two(sizes, wires);
   EXPECT_NE(errors[0].find("(inproc://1) sends reduce-scatter values as f32 but this peer expects int8"), std::string::npos)
       << errors[0];
   EXPECT_NE(errors[0].find("algorithm.wire settings differ"), std::string::npos) << errors[0];
@@ -171,30 +180,20 @@ TEST(AllReduceInt8, APeerSendingAnotherWireIsNamed) {
 }
 
 // Peers whose vectors differ in length (different models) name the sender and both lengths at the
-// first chunk, instead of waiting for values that never come.
+// first chunk, instead of waiting for values that never come; in f32 and int8 alike.
 TEST(Collectives, APeerWithAVectorOfAnotherLengthIsNamed) {
-  std::vector<std::string> errors(2);
-  InprocFabric fabric(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
-      InprocTransport t(fabric, r);
-      RingAllReduce ar(t, 100, 2.0);
-      std::vector<float> x = values(r, r == 0 ? 100 : 107);
-      try {
-        ar.sum(x.data(), x.size(), Dtype::kF32);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (std::thread& t : threads) t.join();
-  EXPECT_NE(errors[0].find("(inproc://1) sends reduce-scatter vectors of 107 values but this peer's has 100"),
-            std::string::npos)
-      << errors[0];
-  EXPECT_NE(errors[0].find("the peers' models differ in size"), std::string::npos) << errors[0];
-  EXPECT_NE(errors[1].find("(inproc://0) sends reduce-scatter vectors of 100 values but this peer's has 107"),
-            std::string::npos)
-      << errors[1];
+  for (Dtype wire : {Dtype::kF32, Dtype::kInt8}) {
+    const size_t sizes[2] = {100, 107};
+    const Dtype wires[2] = {wire, wire};
+    const std::vector<std::string> errors = errors_of_two(sizes, wires);
+    EXPECT_NE(errors[0].find("(inproc://1) sends reduce-scatter vectors of 107 values but this peer's has 100"),
+              std::string::npos)
+        << errors[0];
+    EXPECT_NE(errors[0].find("the peers' models differ in size"), std::string::npos) << errors[0];
+    EXPECT_NE(errors[1].find("(inproc://0) sends reduce-scatter vectors of 100 values but this peer's has 107"),
+              std::string::npos)
+        << errors[1];
+  }
 }
 
 TEST(Collectives, ReceiveTimesOutNamingThePeer) {
