@@ -182,9 +182,9 @@ TEST(ChocoStep, ANeighboursNaNIsNotMixedIn) {
     for (float v : x[r]) ASSERT_TRUE(std::isfinite(v)) << "peer " << r;
 }
 
-// Peer 0 compresses with sign, the others with top-k: after the uncompressed first round, each
-// side names what it got and what it expected.
-TEST(ChocoStep, PeersWithAnotherCompressorAreNamed) {
+// Two rounds of 4 ring peers, peer r with a model of floats[r] values compressed by
+// compressors[r]; what each threw ("" when nothing).
+std::vector<std::string> errors_of_four(const size_t floats[4], const Compressor compressors[4], double timeout_s) {
   const topology::Graph ring{topology::Kind::kRing, 0, {}, 0};
   InprocFabric fabric(4);
   std::vector<std::string> errors(4);
@@ -192,9 +192,8 @@ TEST(ChocoStep, PeersWithAnotherCompressorAreNamed) {
   for (int r = 0; r < 4; ++r)
     threads.emplace_back([&, r] {
       InprocTransport t(fabric, r);
-      const Compressor c{r == 0 ? Dtype::kSign : Dtype::kTopK, 0.1, 1};
-      ChocoStep step(t, ring, 100, 100, 3.0, 0, c, 0.3f);
-      std::vector<float> x(100, float(r));
+      ChocoStep step(t, ring, floats[r], 100, timeout_s, 0, compressors[r], 0.3f);
+      std::vector<float> x(floats[r], float(r));
       try {
         for (int round = 0; round < 2; ++round) step.step(static_cast<uint64_t>(round), x.data());
       } catch (const std::exception& e) {
@@ -202,6 +201,16 @@ TEST(ChocoStep, PeersWithAnotherCompressorAreNamed) {
       }
     });
   for (auto& t : threads) t.join();
+  return errors;
+}
+
+// Peer 0 compresses with sign, the others with top-k: after the uncompressed first round, each
+// side names what it got and what it expected.
+TEST(ChocoStep, PeersWithAnotherCompressorAreNamed) {
+  const size_t floats[4] = {100, 100, 100, 100};
+  const Compressor topk{Dtype::kTopK, 0.1, 1};
+  const Compressor compressors[4] = {{Dtype::kSign, 0.1, 1}, topk, topk, topk};
+  const std::vector<std::string> errors = errors_of_four(floats, compressors, 3.0);
   EXPECT_NE(errors[0].find("sends gossip values as top-k but this peer expects sign"), std::string::npos) << errors[0];
   EXPECT_NE(errors[1].find("sends gossip values as sign but this peer expects top-k"), std::string::npos) << errors[1];
   EXPECT_EQ(errors[2], "");
@@ -210,23 +219,10 @@ TEST(ChocoStep, PeersWithAnotherCompressorAreNamed) {
 // Peer 0's model has 107 values, the others' 100: its neighbours name it and both lengths at
 // its first chunk, and it names the first of them it hears.
 TEST(ChocoStep, APeerWithAModelOfAnotherSizeIsNamed) {
-  const topology::Graph ring{topology::Kind::kRing, 0, {}, 0};
-  InprocFabric fabric(4);
-  std::vector<std::string> errors(4);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 4; ++r)
-    threads.emplace_back([&, r] {
-      InprocTransport t(fabric, r);
-      const size_t floats = r == 0 ? 107 : 100;
-      ChocoStep step(t, ring, floats, 100, 1.0, 0, {Dtype::kTopK, 0.1, 1}, 0.3f);
-      std::vector<float> x(floats, float(r));
-      try {
-        for (int round = 0; round < 2; ++round) step.step(static_cast<uint64_t>(round), x.data());
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
+  const size_t floats[4] = {107, 100, 100, 100};
+  const Compressor topk{Dtype::kTopK, 0.1, 1};
+  const Compressor compressors[4] = {topk, topk, topk, topk};
+  const std::vector<std::string> errors = errors_of_four(floats, compressors, 1.0);
   EXPECT_NE(errors[0].find("sends gossip vectors of 100 values but this peer's has 107"), std::string::npos) << errors[0];
   for (int r : {1, 3})
     EXPECT_NE(errors[r].find("peer 0 (inproc://0) sends gossip vectors of 107 values but this peer's has 100: the "
