@@ -151,6 +151,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"peers:\n  - {endpoint: tcp://127.0.0.1:5000}\n  - {endpoint: tcp://127.0.0.1:5000}\n",
                 "duplicate endpoint"},
         BadCase{"peers:\n  - {endpoint: udp://x}\n", "must start with tcp:// or ipc://"},
+        BadCase{"peers:\n  - {endpoint: \"tcp://127.0.0.1:70000\"}\n", "peers[0].endpoint': endpoint 'tcp://127.0.0.1:70000' has port '70000'"},
+        BadCase{"peers: {count: 2, host: \"node 1\", base_port: 5000}\n", "field 'peers.host': endpoint tcp://node 1:5000 has a malformed host 'node 1'"},
         BadCase{"peers: {host: x}\n", "missing field 'count'"},
         BadCase{"algorithm: telepathy\n", "unknown algorithm"},
         BadCase{"algorithm: local_sgd\n", "global_average_every"},
@@ -368,6 +370,18 @@ TEST(Config, MissingFileNamesIt) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/x.yaml"), std::string::npos);
+  }
+}
+
+// A device, an endless pipe or a directory given as the YAML is an error naming it, not a hang.
+TEST(Config, AFileThatIsNoYamlIsNamedNotReadForever) {
+  for (const auto& [path, says] : {std::pair{"/dev/zero", "larger than 16 MiB"}, std::pair{"/tmp", "is a directory"}}) {
+    try {
+      load_config(path);
+      ADD_FAILURE() << path << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string(path) + ": " + says), std::string::npos) << e.what();
+    }
   }
 }
 

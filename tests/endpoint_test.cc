@@ -2,8 +2,37 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
 namespace gossip {
 namespace {
+
+TEST(EndpointProblem, AcceptsWhatPeersBindAndNamesWhatIsWrong) {
+  for (const char* good : {"tcp://127.0.0.1:0", "tcp://node07:29500", "tcp://*:5555", "tcp://[::1]:5555",
+                           "tcp://[fe80::1%eth0]:5555", "tcp://eth0:65535", "tcp://my-host_2.example.org:1",
+                           "ipc:///tmp/run/peer-0", "inproc://a"})
+    EXPECT_EQ(endpoint_problem(good), std::nullopt) << good;
+  const std::pair<const char*, const char*> bad[] = {
+      {"foo", "must start with tcp://, ipc:// or inproc://"},
+      {"udp://1.2.3.4:5", "must start with tcp://"},
+      {"ipc://", "has no path after ipc://"},
+      {"tcp://127.0.0.1", "has no port"},
+      {"tcp://:5555", "has no host"},
+      {"tcp://127.0.0.1:99999", "has port '99999' (expected a number in 0..65535)"},
+      {"tcp://127.0.0.1:", "has port ''"},
+      {"tcp://127.0.0.1:5x", "has port '5x'"},
+      {"tcp://127.0.0.1:-1", "has port '-1'"},
+      {"tcp://[::1:5555", "malformed IPv6 host"},
+      {"tcp://::1:5555", "malformed host '::1'"},
+      {"tcp://node 7:5555", "malformed host 'node 7'"},
+      {"tcp://a\nb:1", "malformed host 'a\\x0ab'"},  // escaped, never a raw newline
+  };
+  for (const auto& [endpoint, says] : bad) {
+    const std::optional<std::string> why = endpoint_problem(endpoint);
+    ASSERT_TRUE(why.has_value()) << endpoint << " accepted";
+    EXPECT_NE(why->find(says), std::string::npos) << endpoint << ": " << *why;
+  }
+}
 
 TEST(BindsAnyPort, OnlyTcpPortZero) {
   EXPECT_TRUE(binds_any_port("tcp://127.0.0.1:0"));

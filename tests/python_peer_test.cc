@@ -279,6 +279,7 @@ expect("env", lambda: gossip.Peer(x), RuntimeError)
 expect("resume", lambda: gossip.Peer(x, config=")" + yaml + R"(", rank=0, resume=True), RuntimeError)
 expect("tracking", lambda: gossip.Peer(x, config=")" + tracking + R"(", rank=0), RuntimeError)
 expect("qgm", lambda: gossip.Peer(x, config=")" + qgm + R"(", rank=0), RuntimeError)
+expect("join", lambda: gossip.Peer(x, config=")" + yaml + R"(", join="tcp://127.0.0.1:99999"), RuntimeError)
 print("alone mix", peer.mix(0, x), "size", peer.size)
 )");
   const auto r = run_command(with_module(kPython + " " + script), 60);
@@ -291,6 +292,7 @@ print("alone mix", peer.mix(0, x), "size", peer.size)
                            "resume -> RuntimeError " + yaml + ": --resume needs a 'checkpoint: {dir: ...}' section",
                            "tracking -> RuntimeError " + tracking + ": field 'algorithm.gradient_tracking': not for a library peer",
                            "qgm -> RuntimeError " + qgm + ": field 'optimizer.quasi_global_momentum': not for a library peer",
+                           "join -> RuntimeError gossip::Peer: join endpoint 'tcp://127.0.0.1:99999' has port '99999'",
                            "alone mix True size 1"})
     EXPECT_NE(r.output.find(want), std::string::npos) << want << "\n" << r.output;
 }

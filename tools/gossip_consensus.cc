@@ -88,7 +88,7 @@ class Session {
         if (a.text.find("\"finished\": true") != std::string::npos) return std::nullopt;
         if (std::chrono::steady_clock::now() > deadline)
           throw Error(clients_[i]->endpoint(), "no snapshot of round " + std::to_string(r) + " within " +
-                                                   seconds_text(wait_s) + " s (last answer " + escape_for_log(a.text, 200) + ")");
+                                                   number_text(wait_s) + " s (last answer " + escape_for_log(a.text, 200) + ")");
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
     }

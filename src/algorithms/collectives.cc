@@ -55,7 +55,7 @@ void SendGuard::wait_released(double timeout_s, const std::string& what) {
   token_.reset();
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   while (!released_->done.load(std::memory_order_acquire)) {
-    if (Clock::now() > deadline) throw PeerLost(what, "a send did not complete within " + seconds_text(timeout_s) + " s");
+    if (Clock::now() > deadline) throw PeerLost(what, "a send did not complete within " + number_text(timeout_s) + " s");
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
@@ -103,7 +103,7 @@ PeerLost no_message_from(const Transport& t, MessageKind kind, int peer, uint64_
   const std::string dropped = t.dropped_from(peer);
   return PeerLost("peer " + std::to_string(t.rank()),
                   "no " + kind_name(kind) + " message from " + t.describe(peer) + " for round " +
-                      std::to_string(round) + " within " + seconds_text(timeout_s) +
+                      std::to_string(round) + " within " + number_text(timeout_s) +
                       " s: the neighbour is dead, hung or far behind" +
                       (dropped.empty() ? "" : ", or set up differently: " + dropped));
 }

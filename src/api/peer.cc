@@ -3,7 +3,9 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "common/endpoint.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "kernels/backend.h"
 #include "peer/config.h"
 #include "peer/node.h"
@@ -54,7 +56,11 @@ peer::NodeOptions node_options(const PeerOptions& options, const std::atomic<boo
     if (!device) throw Error("gossip::Peer", "device must be auto, cpu or cuda, not '" + options.device + "'");
     cfg.device = *device;
   }
-  if (options.epochs) cfg.train.epochs = *options.epochs;
+  if (options.epochs) {
+    if (!(*options.epochs >= 0 && *options.epochs <= 1e6))  // optimizer.epochs' own range
+      throw Error("gossip::Peer", "epochs must be between 0 and 1000000, not " + number_text(*options.epochs));
+    cfg.train.epochs = *options.epochs;
+  }
   if (!(options.slowdown >= 1 && options.slowdown <= 1000)) throw Error("gossip::Peer", "slowdown must be between 1 and 1000");
   cfg.slowdown = options.slowdown;
   if (!(options.min_step_ms >= 0 && options.min_step_ms <= 60000))
@@ -62,6 +68,9 @@ peer::NodeOptions node_options(const PeerOptions& options, const std::atomic<boo
   cfg.min_step_ms = options.min_step_ms;
   if (options.join) {
     if (options.resume) throw Error("gossip::Peer", "a joiner does not resume: the run gives it its model and step");
+    for (const auto& [what, endpoint] : {std::pair{"join", *options.join}, std::pair{"bind", options.bind}})
+      if (std::optional<std::string> why = endpoint_problem(endpoint))
+        throw Error("gossip::Peer", std::string(what) + " endpoint '" + escape_for_log(endpoint) + "' " + *why);
     o.join = options.join;
     o.bind = options.bind;
     o.key_file = options.key_file;

@@ -2,7 +2,32 @@
 
 #include <net/if.h>
 
+#include "common/log.h"
+
 namespace gossip {
+
+std::optional<std::string> endpoint_problem(const std::string& ep) {
+  for (const char* scheme : {"ipc://", "inproc://"})
+    if (ep.rfind(scheme, 0) == 0)
+      return ep.size() > std::string(scheme).size() ? std::nullopt
+                                                    : std::optional<std::string>("has no path after " + std::string(scheme));
+  if (ep.rfind("tcp://", 0) != 0) return "must start with tcp://, ipc:// or inproc://";
+  const size_t colon = ep.rfind(':');
+  if (colon < 6) return "has no port (expected tcp://HOST:PORT)";
+  const std::string host = ep.substr(6, colon - 6), port = ep.substr(colon + 1);
+  if (host.empty()) return "has no host (expected tcp://HOST:PORT)";
+  const std::string name_chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_";
+  if (host.front() == '[') {  // an IPv6 address, perhaps with a zone: [fe80::1%eth0]
+    if (host.size() < 3 || host.back() != ']' || host.find_first_not_of(name_chars + ":%", 1) != host.size() - 1)
+      return "has a malformed IPv6 host '" + escape_for_log(host) + "' (expected [ADDRESS])";
+  } else if (host != "*" && host.find_first_not_of(name_chars) != std::string::npos) {
+    return "has a malformed host '" + escape_for_log(host) + "'";
+  }
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(port) > 65535)
+    return "has port '" + escape_for_log(port) + "' (expected a number in 0..65535)";
+  return std::nullopt;
+}
 
 bool binds_any_port(const std::string& ep) {
   return ep.rfind("tcp://", 0) == 0 && ep.size() > 2 && ep.compare(ep.size() - 2, 2, ":0") == 0;

@@ -1,9 +1,16 @@
 // Endpoint naming shared by every layer that resolves peers.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace gossip {
+
+// Why `endpoint` is not one a peer can bind or reach, or nullopt when it is: tcp://HOST:PORT
+// (HOST a name, an address, an interface, * or [an IPv6 address]; PORT 0..65535), ipc://PATH or
+// inproc://NAME. Said before anything is bound or dialled, so a typo is an error naming it
+// rather than ZeroMQ's "Invalid argument" or a join that waits for an answer from nowhere.
+std::optional<std::string> endpoint_problem(const std::string& endpoint);
 
 // True for tcp://host:0, an endpoint that binds any free port and is found through a rendezvous.
 bool binds_any_port(const std::string& endpoint);

@@ -21,9 +21,9 @@ void set_log_prefix(const std::string& prefix) {
   log_prefix() = prefix;
 }
 
-std::string seconds_text(double seconds) {
+std::string number_text(double v) {
   std::ostringstream out;
-  out << seconds;
+  out << v;
   return out.str();
 }
 

@@ -16,9 +16,9 @@ void log_line(const std::string& line);
 // the rest is cut, saying how much was left out.
 std::string escape_for_log(const std::string& bytes, size_t max_bytes = 64);
 
-// A duration in seconds as people write it in a message: "60", "2.5", "0.05" (six significant
-// digits, no trailing zeros), not std::to_string's "60.000000".
-std::string seconds_text(double seconds);
+// A number as people write it in a message (a duration, a flag's value): "60", "2.5", "0.05",
+// "-3" (six significant digits, no trailing zeros), not std::to_string's "60.000000".
+std::string number_text(double v);
 
 // log("step ", s, " loss ", l) — concatenates its arguments with operator<<.
 template <typename... Args>

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/endpoint.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "transport/zmq/frames.h"
@@ -22,6 +23,8 @@ std::string hex_byte(char c) {
 ControlClient::ControlClient(zmq::context_t& context, std::string endpoint, const std::string& server_key,
                              const std::string& own_public, const std::string& own_secret)
     : endpoint_(std::move(endpoint)), socket_(context, zmq::socket_type::dealer) {
+  if (std::optional<std::string> why = endpoint_problem(endpoint_))
+    throw Error(escape_for_log(endpoint_), "cannot ask this peer: the endpoint " + *why);
   socket_.set(zmq::sockopt::linger, 0);
   if (!server_key.empty()) {
     socket_.set(zmq::sockopt::curve_serverkey, server_key);
@@ -49,7 +52,7 @@ ControlAnswer ControlClient::request(ControlOp op, const std::string& json, doub
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
     if (left.count() <= 0 || zmq::poll(&item, 1, left) == 0)
-      throw Error(endpoint_, "no answer within " + seconds_text(timeout_s) + " s (is the peer running?)");
+      throw Error(endpoint_, "no answer within " + number_text(timeout_s) + " s (is the peer running?)");
     std::vector<zmq::message_t> frames;
     do {
       frames.emplace_back();

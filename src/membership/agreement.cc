@@ -239,7 +239,7 @@ std::optional<std::string> Membership::settle(Change& c) {
     if (Clock::now() - c.started > std::chrono::duration<double>(timeout_s_)) {
       const IdSet awaited(c.unready.begin(), c.unready.end());
       throw PeerLost("peer " + std::to_string(c.me), "view change of epoch " + std::to_string(c.v.epoch) +
-                                                      " did not settle in " + seconds_text(timeout_s_) +
+                                                      " did not settle in " + number_text(timeout_s_) +
                                                       " s; waiting for members " + id_list(awaited));
     }
     absorb_arrivals(c);

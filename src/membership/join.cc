@@ -134,7 +134,7 @@ Welcome Membership::rejoin(const std::string& why) {
         ", epoch ", w->view.epoch, ") after ", static_cast<int>(ms), " ms; starting at step ", w->round);
     return *w;
   }
-  throw CutOff(who, why + "; no member answered within " + seconds_text(timeout_s_) + " s");
+  throw CutOff(who, why + "; no member answered within " + number_text(timeout_s_) + " s");
 }
 
 void Membership::request_join(MembershipPort& port, const std::string& contact, const std::string& contact_key,
@@ -148,7 +148,7 @@ Welcome Membership::await_welcome(MembershipPort& port, const std::string& conta
                                   double timeout_s) {
   std::optional<InMessage> m = port.mailbox().take_any({MessageKind::kWelcome}, deadline);
   if (!m)
-    throw Error("gossip-peer", "cannot join via " + contact + ": no welcome within " + seconds_text(timeout_s) +
+    throw Error("gossip-peer", "cannot join via " + contact + ": no welcome within " + number_text(timeout_s) +
                                    " s (is a peer of this run listening there? is our key allowed? has the run ended?)");
   const std::string answer = message_text(*m);
   if (const std::optional<std::string> refused = refusal_of(answer))

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -15,6 +16,7 @@
 #include "common/error.h"
 #include "common/hash.h"
 #include "common/hostlist.h"
+#include "common/log.h"
 #include "peer/map_reader.h"
 
 namespace gossip::peer {
@@ -46,12 +48,20 @@ void check_keys(const YAML::Node& node, const std::string& file) {
 }
 
 // The whole of a file the YAML names (or the YAML itself); `what` says why it could not be read.
+// Read up to a cap, so a device or an endless pipe given by mistake (--config /dev/zero) is an
+// error, not a hang that eats memory; a directory is named as one.
 std::string read_whole_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path);
+  constexpr size_t kMaxBytes = size_t(16) << 20;
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path, what);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::string text;
+  char buffer[1 << 16];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+    text.append(buffer, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxBytes) throw Error(path, "larger than 16 MiB, which no YAML or host file is");
+  }
+  if (in.bad()) throw Error(path, std::filesystem::is_directory(path) ? "is a directory" : what + " (read error)");
+  return text;
 }
 
 std::string read_host_file(const std::string& path) { return read_whole_file(path, "cannot read the host file"); }
@@ -80,7 +90,11 @@ void parse_cluster_peers(MapReader& p, const YAML::Node& node, RunConfig& cfg) {
            "count");
   for (const RankPlace& r : places) {
     if (base_port + r.local > 65535) p.fail(p.get("base_port"), "base_port + ranks on one host exceeds 65535", "base_port");
-    cfg.peers.list.push_back({static_cast<int>(cfg.peers.list.size()), "tcp://" + r.host + ":" + std::to_string(base_port + r.local)});
+    const std::string ep = "tcp://" + r.host + ":" + std::to_string(base_port + r.local);
+    if (std::optional<std::string> why = endpoint_problem(ep))
+      p.fail(p.get("hosts"), "the job's host '" + escape_for_log(r.host) + "' makes endpoint " + escape_for_log(ep) + ", which " + *why,
+             "hosts");
+    cfg.peers.list.push_back({static_cast<int>(cfg.peers.list.size()), ep});
   }
 }
 
@@ -101,7 +115,9 @@ void parse_peers(MapReader& top, RunConfig& cfg) {
       if (!p.has("endpoint")) p.fail(node[i], "missing field 'endpoint'");
       p.read_string("endpoint", e.endpoint);
       if (e.endpoint.rfind("tcp://", 0) != 0 && e.endpoint.rfind("ipc://", 0) != 0)
-        p.fail(p.get("endpoint"), "endpoint '" + e.endpoint + "' must start with tcp:// or ipc://", "endpoint");
+        p.fail(p.get("endpoint"), "endpoint '" + escape_for_log(e.endpoint) + "' must start with tcp:// or ipc://", "endpoint");
+      if (std::optional<std::string> why = endpoint_problem(e.endpoint))
+        p.fail(p.get("endpoint"), "endpoint '" + escape_for_log(e.endpoint) + "' " + *why, "endpoint");
       if (!ids.insert(e.id).second) p.fail(node[i], "duplicate peer id " + std::to_string(e.id), "id");
       if (!binds_any_port(e.endpoint) && !endpoints.insert(e.endpoint).second)
         p.fail(node[i], "duplicate endpoint " + e.endpoint, "endpoint");
@@ -130,6 +146,8 @@ void parse_peers(MapReader& top, RunConfig& cfg) {
   for (int i = 0; i < count; ++i) {
     std::string ep = !ipc_dir.empty() ? "ipc://" + peer_path(ipc_dir, i)
                                       : "tcp://" + host + ":" + std::to_string(base_port ? base_port + i : 0);
+    if (std::optional<std::string> why = endpoint_problem(ep))
+      p.fail(p.has("host") ? p.get("host") : node, "endpoint " + escape_for_log(ep) + " " + *why, "host");
     cfg.peers.list.push_back({i, ep});
   }
 }

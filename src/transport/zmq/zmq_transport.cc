@@ -312,7 +312,7 @@ bool ZmqTransport::connect(Link& link, int peer) {
         read_published(options_.rendezvous_dir, peer, options_.run_id, &stale);
         throw Error("peer " + std::to_string(rank()), "peer " + std::to_string(peer) + " did not publish its endpoint in " +
                                                           options_.rendezvous_dir + " within " +
-                                                          seconds_text(options_.timeout_s) + " s" +
+                                                          number_text(options_.timeout_s) + " s" +
                                                           (stale.empty() ? "" : " (ignored: " + stale + ")"));
       }
       return false;  // not started yet; retried on the next loop turn
