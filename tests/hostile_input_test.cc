@@ -117,6 +117,39 @@ TEST(HostileInput, RogueMessagesAreDroppedAndTrainingGoesOn) {
 #endif
 }
 
+// A join request naming an endpoint ZeroMQ cannot dial ("tcp://x:", no port): the peer drops
+// it as malformed instead of dialling it to send its refusal (which ZeroMQ answers with an
+// exception on the comm thread), and trains on.
+TEST(HostileInput, AJoinRequestNamingAnEndpointNobodyCanDialIsDropped) {
+  TempDir dir;
+  const std::string yaml = endless_run(dir, "log_every: 50\n");
+  testing::BackgroundRun run(yaml, dir.path() + "/run.log");
+  const std::string endpoint = run.peer0_endpoint();
+  ASSERT_FALSE(endpoint.empty()) << run.log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // training under way
+  zmq::context_t ctx;
+  zmq::socket_t joiner(ctx, zmq::socket_type::dealer);
+  joiner.set(zmq::sockopt::routing_id, "j77.0");
+  joiner.set(zmq::sockopt::linger, 0);
+  joiner.connect(endpoint);
+  const std::string text = peer::pad_text("join 77 tcp://x: 100 - -");
+  peer::Header h;
+  h.kind = peer::MessageKind::kJoin;
+  h.payload_bytes = static_cast<uint32_t>(text.size());
+  h.total_floats = text.size() / sizeof(float);
+  h.checksum = peer::message_checksum(h, text.data(), h.payload_bytes);
+  std::vector<uint8_t> header(peer::kHeaderBytes);
+  peer::encode_header(h, header.data());
+  joiner.send(zmq::const_buffer(header.data(), header.size()), zmq::send_flags::sndmore);
+  joiner.send(zmq::const_buffer(text.data(), text.size()), zmq::send_flags::none);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const std::string log = run.log();
+  run.stop();
+  EXPECT_NE(log.find("dropped a malformed join request"), std::string::npos) << log;
+  EXPECT_EQ(log.find("error"), std::string::npos) << log;
+  EXPECT_NE(log.find("] step ", log.find("dropped a malformed join request")), std::string::npos) << "trains on\n" << log;
+}
+
 // The open sockets of peer `rank` of `yaml` (its file descriptors that are sockets).
 int open_sockets(const std::string& yaml, int rank) {
   auto pid = run_command("pgrep -f '[g]ossip-peer --config " + yaml + " --rank " + std::to_string(rank) + "'", 10);

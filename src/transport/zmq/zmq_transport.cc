@@ -338,7 +338,17 @@ bool ZmqTransport::connect(Link& link, int peer) {
     dealer.set(zmq::sockopt::curve_publickey, options_.curve_public);
     dealer.set(zmq::sockopt::curve_secretkey, options_.curve_secret);
   }
-  dealer.connect(ep);
+  try {
+    dealer.connect(ep);
+  } catch (const zmq::error_t& e) {
+    // An endpoint ZeroMQ refuses (they are checked where they enter, accepts_endpoint and the
+    // config, so this is a gap in those checks): the link's messages are dropped, and said so,
+    // rather than the comm thread ending with the exception and the peer going silent.
+    log("peer ", rank(), ": cannot dial peer ", peer, " at ", escape_for_log(ep), " (", e.what(),
+        "): its queued messages are dropped");
+    link.pending.clear();
+    return false;
+  }
   link.dealer = std::move(dealer);
   link.dialled = ep;
   {

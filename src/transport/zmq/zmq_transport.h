@@ -17,6 +17,7 @@
 
 #include <zmq.hpp>
 
+#include "common/endpoint.h"
 #include "common/shared_memory.h"
 #include "transport/zmq/connection_guard.h"
 #include "transport/control_handler.h"
@@ -137,8 +138,10 @@ class ZmqTransport final : public MembershipPort {
                  uint64_t nonce) override;
   void forget_join_requests() override;
   std::string own_endpoint() const override { return bound_endpoint_; }
+  // A joiner's endpoint this transport can dial: tcp:// or ipc://, well formed (endpoint_problem),
+  // so no join request can make a member's comm thread dial what ZeroMQ refuses.
   bool accepts_endpoint(const std::string& endpoint) const override {
-    return endpoint.rfind("tcp://", 0) == 0 || endpoint.rfind("ipc://", 0) == 0;
+    return (endpoint.rfind("tcp://", 0) == 0 || endpoint.rfind("ipc://", 0) == 0) && !endpoint_problem(endpoint);
   }
   std::string public_key() const override { return options_.curve_public; }
   Mailbox& mailbox() override { return mailbox_; }
