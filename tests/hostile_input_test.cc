@@ -30,22 +30,31 @@ long rss_kib(const std::string& yaml, int rank) {
   return at == std::string::npos ? -1 : std::atol(status.c_str() + at + 6);
 }
 
-// Two ring peers that train until stopped.
-std::string endless_run(const TempDir& dir, const std::string& extra) {
-  return dir.write("run.yaml",
-      "seed: 2\ndevice: cpu\n" + extra + "peers: {count: 2, host: 127.0.0.1, base_port: 0}\n"
-      "topology: ring\nalgorithm: gossip\nmodel: {hidden: [32]}\n"
-      "data: {dataset: synthetic, synthetic: {train: 4000, test: 200, dims: 32, classes: 4}}\n"
-      "optimizer: {lr: 0.01, batch: 32, epochs: 100000}\n");
-}
+// Two ring peers that train until stopped (`extra`: more YAML), under way for 0.5 s: the run, its
+// YAML and peer 0's endpoint (empty when it did not start).
+struct EndlessRun {
+  explicit EndlessRun(const std::string& extra)
+      : yaml(dir.write("run.yaml",
+                       "seed: 2\ndevice: cpu\n" + extra + "peers: {count: 2, host: 127.0.0.1, base_port: 0}\n"
+                       "topology: ring\nalgorithm: gossip\nmodel: {hidden: [32]}\n"
+                       "data: {dataset: synthetic, synthetic: {train: 4000, test: 200, dims: 32, classes: 4}}\n"
+                       "optimizer: {lr: 0.01, batch: 32, epochs: 100000}\n")),
+        run(yaml, dir.path() + "/run.log"),
+        endpoint(run.peer0_endpoint()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // training under way
+  }
+  TempDir dir;
+  std::string yaml;
+  testing::BackgroundRun run;
+  std::string endpoint;
+};
 
 TEST(HostileInput, RogueMessagesAreDroppedAndTrainingGoesOn) {
-  TempDir dir;
-  const std::string yaml = endless_run(dir, "log_every: 50\n");
-  testing::BackgroundRun run(yaml, dir.path() + "/run.log");
-  const std::string endpoint = run.peer0_endpoint();
-  ASSERT_FALSE(endpoint.empty()) << run.log();
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // training under way
+  EndlessRun live("log_every: 50\n");
+  ASSERT_FALSE(live.endpoint.empty()) << live.run.log();
+  const std::string& yaml = live.yaml;
+  const std::string& endpoint = live.endpoint;
+  testing::BackgroundRun& run = live.run;
   const long rss_before = rss_kib(yaml, 0);
 
   zmq::context_t ctx;
@@ -121,12 +130,10 @@ TEST(HostileInput, RogueMessagesAreDroppedAndTrainingGoesOn) {
 // it as malformed instead of dialling it to send its refusal (which ZeroMQ answers with an
 // exception on the comm thread), and trains on.
 TEST(HostileInput, AJoinRequestNamingAnEndpointNobodyCanDialIsDropped) {
-  TempDir dir;
-  const std::string yaml = endless_run(dir, "log_every: 50\n");
-  testing::BackgroundRun run(yaml, dir.path() + "/run.log");
-  const std::string endpoint = run.peer0_endpoint();
-  ASSERT_FALSE(endpoint.empty()) << run.log();
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // training under way
+  EndlessRun live("log_every: 50\n");
+  ASSERT_FALSE(live.endpoint.empty()) << live.run.log();
+  const std::string& endpoint = live.endpoint;
+  testing::BackgroundRun& run = live.run;
   zmq::context_t ctx;
   zmq::socket_t joiner(ctx, zmq::socket_type::dealer);
   joiner.set(zmq::sockopt::routing_id, "j77.0");
@@ -164,12 +171,11 @@ size_t count_lines(const std::string& text) { return static_cast<size_t>(std::co
 // with fresh identities, all held open, give a bounded number of log lines, of open connections
 // and of memory.
 TEST(HostileInput, ForgedIdentitiesAreEscapedAndConnectionFloodsBounded) {
-  TempDir dir;
-  const std::string yaml = endless_run(dir, "log_every: 200\nmax_unverified_connections: 64\n");
-  testing::BackgroundRun run(yaml, dir.path() + "/run.log");
-  const std::string endpoint = run.peer0_endpoint();
-  ASSERT_FALSE(endpoint.empty()) << run.log();
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EndlessRun live("log_every: 200\nmax_unverified_connections: 64\n");
+  ASSERT_FALSE(live.endpoint.empty()) << live.run.log();
+  const std::string& yaml = live.yaml;
+  const std::string& endpoint = live.endpoint;
+  testing::BackgroundRun& run = live.run;
   rlimit files{};
   ::getrlimit(RLIMIT_NOFILE, &files);
   files.rlim_cur = std::min<rlim_t>(files.rlim_max, 8192);
