@@ -3,6 +3,9 @@
 // Boost 1.74's asio/awaitable.hpp uses std::exchange without including <utility> (C++20).
 #include <utility>
 
+#include <chrono>
+#include <memory>
+
 #include <boost/asio.hpp>
 
 #include "common/error.h"
@@ -20,21 +23,44 @@ struct MetricsServer::Impl {
   void accept() {
     acceptor.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
       if (ec) return;  // acceptor closed: stopping
-      serve(std::move(socket));
+      serve(std::make_shared<Connection>(io, std::move(socket)));
       accept();
     });
   }
 
-  // One short request per connection (scrapers do not pipeline); bounded read, then close.
-  void serve(tcp::socket socket) {
-    boost::system::error_code ec;
-    std::string request;
-    char buf[1024];
-    while (request.find("\r\n\r\n") == std::string::npos && request.size() < 8192) {
-      const size_t n = socket.read_some(asio::buffer(buf), ec);
-      if (ec) return;
-      request.append(buf, n);
-    }
+  // One short request per connection (scrapers do not pipeline), read and answered without
+  // blocking the thread: a client that connects and sends nothing, or never reads, holds only its
+  // own connection, closed after kDeadline, and neither other scrapes nor the destructor wait for it.
+  static constexpr std::chrono::seconds kDeadline{5};
+  static constexpr size_t kMaxRequestBytes = 8192;
+  struct Connection {
+    Connection(asio::io_context& io, tcp::socket s) : socket(std::move(s)), deadline(io, kDeadline) {}
+    tcp::socket socket;
+    asio::steady_timer deadline;
+    asio::streambuf request{kMaxRequestBytes};
+    std::string response;
+  };
+
+  void serve(const std::shared_ptr<Connection>& c) {
+    c->deadline.async_wait([c](boost::system::error_code ec) {
+      boost::system::error_code ignored;
+      if (!ec) c->socket.close(ignored);  // cancels whatever read or write is still pending
+    });
+    asio::async_read_until(c->socket, c->request, "\r\n\r\n", [this, c](boost::system::error_code ec, size_t) {
+      // A request cut short (the peer half-closed, or it filled kMaxRequestBytes) is answered by
+      // what it starts with; one whose connection closed (the deadline) is not answered.
+      if (ec && ec != asio::error::eof && ec != asio::error::not_found) return;
+      const std::string request(asio::buffers_begin(c->request.data()), asio::buffers_end(c->request.data()));
+      c->response = response_to(request);
+      asio::async_write(c->socket, asio::buffer(c->response), [c](boost::system::error_code, size_t) {
+        boost::system::error_code ignored;
+        c->deadline.cancel();
+        c->socket.close(ignored);
+      });
+    });
+  }
+
+  std::string response_to(const std::string& request) const {
     std::string status = "200 OK", body, type = "text/plain; version=0.0.4";
     if (request.rfind("GET /metrics", 0) == 0) {
       body = render();
@@ -43,9 +69,8 @@ struct MetricsServer::Impl {
       body = "try GET /metrics\n";
       type = "text/plain";
     }
-    const std::string response = "HTTP/1.1 " + status + "\r\nContent-Type: " + type + "\r\nContent-Length: " +
-                                 std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
-    asio::write(socket, asio::buffer(response), ec);
+    return "HTTP/1.1 " + status + "\r\nContent-Type: " + type + "\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\nConnection: close\r\n\r\n" + body;
   }
 };
 
