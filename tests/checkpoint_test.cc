@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 
+#include "common/error.h"
 #include "process_util.h"
 
 namespace gossip::peer {
@@ -94,6 +95,23 @@ TEST(Checkpoint, FilesOfAReplacedRunAreDeletedWhenTheResumedRunWrites) {
   write_checkpoint(dir.path(), 1, sample(45, 1));
   EXPECT_EQ(list_later_checkpoints(dir.path(), 1), (std::vector<int64_t>{45, 35}));
   EXPECT_EQ(list_checkpoints(dir.path(), 1), (std::vector<int64_t>{15}));
+}
+
+// checkpoint.dir is made (or found unusable) at start-up, naming it.
+TEST(Checkpoint, TheDirectoryIsMadeOrRefusedUpFront) {
+  TempDir dir;
+  prepare_checkpoint_dir(dir.path() + "/a/b");
+  EXPECT_TRUE(std::filesystem::is_directory(dir.path() + "/a/b"));
+  const std::string file = dir.write("plain", "x");
+  for (const std::string& bad : {std::string("/proc/nope"), file + "/ckpt"}) {
+    try {
+      prepare_checkpoint_dir(bad);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(bad + ": cannot create the checkpoint directory"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(Checkpoint, TruncatedOrDamagedFilesAreRefusedAndTheOlderOneIsUsed) {

@@ -76,10 +76,16 @@ std::string checkpoint_path(const std::string& dir, int id, int64_t step, uint32
   return peer_path(dir, id, later + ".step-" + std::to_string(step) + ".ckpt");
 }
 
-void write_checkpoint(const std::string& dir, int id, const Checkpoint& c) {
+void prepare_checkpoint_dir(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error(dir, "cannot create the checkpoint directory: " + ec.message());
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw Error(dir, std::string("cannot write checkpoints in this directory: ") + std::strerror(errno));
+}
+
+void write_checkpoint(const std::string& dir, int id, const Checkpoint& c) {
+  prepare_checkpoint_dir(dir);
   Fixed f{};
   std::memcpy(f.magic, kFileMagic, sizeof(kFileMagic));
   f.version = kVersion;
@@ -121,6 +127,7 @@ void write_checkpoint(const std::string& dir, int id, const Checkpoint& c) {
   // Of this kind, the file just written and the newest before it stay; files of later steps were
   // left by the run this one resumed from before them (a timeline given up) and go too.
   int kept = 0;
+  std::error_code ec;
   for (const auto& [step, file] : files_of(dir, id, c.epoch != 0)) {
     const bool keep = step <= c.step && kept < kCheckpointsKept;
     kept += keep;

@@ -29,6 +29,9 @@ struct Checkpoint {
 
 inline constexpr int kCheckpointsKept = 2;
 
+// Creates `dir` if needed; throws gossip::Error naming it when it cannot be created or written
+// (at start-up, so a wrong checkpoint.dir is not found out at the first checkpoint).
+void prepare_checkpoint_dir(const std::string& dir);
 // The file of member `id`'s checkpoint at `step`, written in membership epoch `epoch`.
 std::string checkpoint_path(const std::string& dir, int id, int64_t step, uint32_t epoch = 0);
 // Writes member `id`'s checkpoint `c` durably (see above) and deletes its checkpoints of the same

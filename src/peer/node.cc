@@ -28,6 +28,7 @@ Node::Node(NodeOptions options) : options_(std::move(options)), cfg_(options_.co
   // Peers are the parallelism: several BLAS thread pools on one host would only fight.
   kernels::set_cpu_threads(cfg_.threads > 0 ? cfg_.threads : (n_ > 1 ? 1 : 0));
   if (n_ > 1 && cfg_.algorithm.kind == Algorithm::kNone) log("note: ", n_, " peers but algorithm none: each trains alone");
+  if (!cfg_.checkpoint_dir.empty()) prepare_checkpoint_dir(cfg_.checkpoint_dir);
   if (cfg_.algorithm.kind != Algorithm::kNone && n_ > 1) open_transport();
   // A library peer's caller steps its optimiser before mix(): no hook sees the gradient first.
   if (options_.external && cfg_.algorithm.gradient_tracking)
