@@ -1,9 +1,11 @@
 // gossip-consensus against live peer processes on 127.0.0.1.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <iterator>
+#include <utility>
 
 #include "kernels/backend.h"
 #include "model/mlp.h"
@@ -120,6 +122,26 @@ TEST(ConsensusTool, DeadEndpointIsAClearError) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("tcp://127.0.0.1:1"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("no answer"), std::string::npos) << r.output;
+}
+
+// Flags and endpoints that cannot work are named before any peer is asked: with --timeout 30 and
+// no peer at the endpoint, an answer within 15 s cannot have come from asking one.
+TEST(ConsensusTool, BadFlagsAndEndpointsAreNamedAtOnce) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--peer tcp://127.0.0.1:1 --stride 0", "--stride must be >= 1"},
+      {"--peer tcp://127.0.0.1:1 --samples -1", "--samples must be >= 0"},
+      {"--peer tcp://127.0.0.1:1 --ahead -2", "--ahead must be >= 0"},
+      {"--peer foo", "foo: cannot ask this peer: the endpoint must start with tcp://, ipc:// or inproc://"},
+      {"--peer tcp://127.0.0.1:99999", "has port '99999' (expected a number in 0..65535)"},
+  };
+  for (const auto& [flags, says] : cases) {
+    const auto started = std::chrono::steady_clock::now();
+    auto r = run_command(testing::bin("gossip-consensus") + " " + flags + " --timeout 30", 40);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
+    EXPECT_NE(r.output.find(says), std::string::npos) << flags << "\n" << r.output;
+    EXPECT_LT(s, 15) << flags << ": answered after " << s << " s, so after asking a peer";
+  }
 }
 
 }  // namespace

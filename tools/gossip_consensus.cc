@@ -288,6 +288,9 @@ int run(int argc, char** argv) {
     throw Error("gossip-consensus", "--format must be table, csv or json");
   const int sketch = static_cast<int>(flags.get_int("sketch"));
   if (sketch < 0) throw Error("gossip-consensus", "--sketch must be >= 0");
+  if (flags.get_int("stride") < 1) throw Error("gossip-consensus", "--stride must be >= 1 (rounds between measurements)");
+  if (flags.get_int("samples") < 0) throw Error("gossip-consensus", "--samples must be >= 0");
+  if (flags.get_int("ahead") < 0) throw Error("gossip-consensus", "--ahead must be >= 0 (rounds ahead of the fastest peer)");
   if (flags.has("plot") && flags.get_string("plot").size() < 4)
     throw Error("gossip-consensus", "--plot wants a file name ending in .svg");
   std::string keys_dir;
@@ -314,7 +317,7 @@ int run(int argc, char** argv) {
     now = std::max<int64_t>(now, static_cast<int64_t>(ControlState::json_number(st, "round").value_or(0)));
     schedule.total = static_cast<int64_t>(ControlState::json_number(st, "total_steps").value_or(0));
   }
-  schedule.stride = std::max<int64_t>(1, flags.get_int("stride"));
+  schedule.stride = flags.get_int("stride");
   schedule.samples = flags.get_int("samples");
   if (flags.get_bool("watch") && schedule.samples == 0) schedule.samples = INT64_MAX;
   schedule.first = now + flags.get_int("ahead");
