@@ -37,8 +37,12 @@ void log_line(const std::string& line) {
 
 namespace gossip {
 
-std::string escape_for_log(const std::string& bytes, size_t max_bytes) {
+std::string hex_byte(unsigned char c) {
   static const char kHex[] = "0123456789abcdef";
+  return {kHex[c >> 4], kHex[c & 15]};
+}
+
+std::string escape_for_log(const std::string& bytes, size_t max_bytes) {
   std::string out;
   const size_t shown = std::min(bytes.size(), max_bytes);
   out.reserve(shown + 16);
@@ -46,12 +50,10 @@ std::string escape_for_log(const std::string& bytes, size_t max_bytes) {
     const auto c = static_cast<unsigned char>(bytes[i]);
     if (c == '\\') {
       out += "\\\\";
-    } else if (c >= 0x20 && c < 0x7f) {
+    } else if (is_printable_ascii(c)) {
       out += static_cast<char>(c);
     } else {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
+      out += "\\x" + hex_byte(c);
     }
   }
   if (shown < bytes.size()) out += "...(" + std::to_string(bytes.size() - shown) + " more bytes)";

@@ -10,6 +10,11 @@ namespace gossip {
 void set_log_prefix(const std::string& prefix);
 void log_line(const std::string& line);
 
+// A byte that prints as itself on a terminal and in a log line: 0x20 (space) to 0x7e ('~').
+inline bool is_printable_ascii(unsigned char c) { return c >= 0x20 && c <= 0x7e; }
+// A byte as two lowercase hex digits ("0a").
+std::string hex_byte(unsigned char c);
+
 // Bytes that came from outside (a ZeroMQ identity, an endpoint in a message, a file) made safe to
 // print: printable ASCII stays, a backslash and every other byte become \\ and \xNN (so no
 // newline, carriage return or terminal escape reaches the log), and past `max_bytes` input bytes

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/endpoint.h"
+#include "common/log.h"
 #include "control/sketch.h"
 
 namespace gossip::peer {
@@ -21,14 +22,11 @@ constexpr int64_t kMaxSketch = 1 << 16;
 // byte outside 0x20..0x7e written as \u00XX (so a control byte never reaches a terminal, and the
 // tool side can refuse any answer that holds one).
 std::string quote(const std::string& s) {
-  static const char kHex[] = "0123456789abcdef";
   std::string out = "\"";
   for (char c : s) {
     const auto b = static_cast<unsigned char>(c);
-    if (b < 0x20 || b > 0x7e) {
-      out += "\\u00";
-      out.push_back(kHex[b >> 4]);
-      out.push_back(kHex[b & 15]);
+    if (!is_printable_ascii(b)) {
+      out += "\\u00" + hex_byte(b);
       continue;
     }
     if (c == '"' || c == '\\') out.push_back('\\');

@@ -12,13 +12,6 @@
 #include "transport/zmq/frames.h"
 
 namespace gossip::peer {
-namespace {
-std::string hex_byte(char c) {
-  static const char kHex[] = "0123456789abcdef";
-  const auto b = static_cast<unsigned char>(c);
-  return {kHex[b >> 4], kHex[b & 15]};
-}
-}  // namespace
 
 ControlClient::ControlClient(zmq::context_t& context, std::string endpoint, const std::string& server_key,
                              const std::string& own_public, const std::string& own_secret)
@@ -72,9 +65,10 @@ ControlAnswer ControlClient::request(ControlOp op, const std::string& json, doub
       a.text.assign(static_cast<const char*>(frames[1].data()), frames[1].size());
       // Our peers answer in printable ASCII (control.cc escapes the rest): anything else is not
       // printed, so no answer can write terminal escapes or extra lines into the tool's output.
-      const auto bad = std::find_if(a.text.begin(), a.text.end(), [](char c) { return c < 0x20 || c > 0x7e; });
+      const auto bad =
+          std::find_if(a.text.begin(), a.text.end(), [](char c) { return !is_printable_ascii(static_cast<unsigned char>(c)); });
       if (bad != a.text.end())
-        throw Error(endpoint_, "malformed answer: byte 0x" + hex_byte(*bad) + " at offset " +
+        throw Error(endpoint_, "malformed answer: byte 0x" + hex_byte(static_cast<unsigned char>(*bad)) + " at offset " +
                                    std::to_string(bad - a.text.begin()) + " of its text (expected printable JSON)");
     }
     return a;

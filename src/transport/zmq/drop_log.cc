@@ -69,20 +69,23 @@ static int member_id(const std::string& connection) {
   return id < (1 << 24) ? id : -1;
 }
 
+DropsByMember::Entry& DropsByMember::entry_of(int id) {
+  if (entries_.size() >= kMaxMembers && entries_.count(id) == 0) entries_.clear();  // bounded
+  return entries_[id];
+}
+
 void DropsByMember::note(const std::string& connection, const std::string& why) {
   const int id = member_id(connection);
   if (id < 0) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (entries_.size() >= kMaxMembers && entries_.count(id) == 0) entries_.clear();
-  Entry& e = entries_[id];
+  Entry& e = entry_of(id);
   ++e.count;
   e.last = why;
 }
 
 bool DropsByMember::note_other_settings(int id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (entries_.size() >= kMaxMembers && entries_.count(id) == 0) entries_.clear();
-  Entry& e = entries_[id];
+  Entry& e = entry_of(id);
   const bool first = !e.other_settings;
   e.other_settings = true;
   return first;

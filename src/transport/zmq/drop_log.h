@@ -70,6 +70,7 @@ class DropsByMember {
     std::string last;
     bool other_settings = false;
   };
+  Entry& entry_of(int id);  // caller holds mutex_; clears the table when it is full
   mutable std::mutex mutex_;
   std::map<int, Entry> entries_;  // guarded by mutex_
 };
