@@ -44,7 +44,7 @@ if gloo:
 else:
     peer = gossip.Peer(flat, steps=steps)
     mix = peer.mix
-for step in range(steps):
+for step in (range(steps) if gloo else peer.steps()):  # gossip: the run's step after a rejoin
     epoch_step = step % (len(shard) // BATCH)
     if epoch_step == 0:
         order = shard[torch.randperm(len(shard), generator=torch.Generator().manual_seed(step + rank))]

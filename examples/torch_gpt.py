@@ -44,7 +44,7 @@ opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
 sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * s / STEPS)))
 peer = gossip.Peer(flat, steps=STEPS)
 g = torch.Generator().manual_seed(1 + rank)
-for step in range(STEPS):
+for step in peer.steps():  # a peer taken back after a stall goes on at the run's step
     starts = torch.randint(0, len(part) - CONTEXT - 1, (BATCH,), generator=g)
     x = torch.stack([part[s:s + CONTEXT] for s in starts])
     y = torch.stack([part[s + 1:s + CONTEXT + 1] for s in starts])

@@ -156,27 +156,61 @@ TEST(PythonPeer, CppPeerJoinsAPythonRun) {
   EXPECT_EQ(cpp_crc[1], py_crc[1]) << "the C++ joiner and the Python peers hold one model\n" << joiner.output << log;
 }
 
+// Starts 4 Python ring peers (tests/python/crash.py, `steps` rounds, the YAML's `algorithm`) in
+// the background, logging to `log`; returns rank 2's pid once it runs (-1 if it never printed it).
+int start_four_python_peers(const testing::TempDir& dir, const std::string& algorithm, int steps, const std::string& log) {
+  const std::string yaml = dir.write("ring.yaml", "peers: {count: 4, host: 127.0.0.1, base_port: 0}\ntopology: ring\n"
+                                                  "algorithm: " + algorithm + "\n");
+  if (std::system(with_module("STEPS=" + std::to_string(steps) + " " + testing::bin("gossip-launch") + " " + yaml + " -- " +
+                              kPython + " " + GOSSIP_SOURCE_DIR + "/tests/python/crash.py > " + log + " 2>&1 &")
+                      .c_str()) != 0)
+    return -1;
+  const std::vector<double> pid = testing::capture_all(testing::wait_for_text(log, "rank 2 pid", 60), R"(rank 2 pid (\d+))");
+  return pid.empty() ? -1 : static_cast<int>(pid[0]);
+}
+
 // kill -9 of one of 4 Python peers: the other 3 notice, agree on a new view and end with one model.
 TEST(PythonPeer, SurvivesAPeerKilledWithSigkill) {
   SKIP_WITHOUT_MODULE();
   testing::TempDir dir;
-  const std::string yaml = dir.write("ring.yaml",
-                                     "peers: {count: 4, host: 127.0.0.1, base_port: 0}\ntopology: ring\n"
-                                     "algorithm: {kind: gossip, heartbeat_s: 0.2, dead_after_s: 1}\n");
   const std::string log = dir.path() + "/run.log";
-  ASSERT_EQ(std::system(with_module("STEPS=150 " + testing::bin("gossip-launch") + " " + yaml + " -- " + kPython + " " +
-                                    GOSSIP_SOURCE_DIR + "/tests/python/crash.py > " + log + " 2>&1 &")
-                            .c_str()),
-            0);
-  const std::string started = testing::wait_for_text(log, "rank 2 pid", 60);
-  std::smatch pid;
-  ASSERT_TRUE(std::regex_search(started, pid, std::regex(R"(rank 2 pid (\d+))"))) << started;
+  const int pid = start_four_python_peers(dir, "{kind: gossip, heartbeat_s: 0.2, dead_after_s: 1}", 150, log);
+  ASSERT_GT(pid, 0) << testing::read_file(log);
   ::usleep(1000000);  // a second into the run
-  ASSERT_EQ(::kill(std::stoi(pid[1]), SIGKILL), 0);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
   const std::string out = testing::wait_for_text(log, "peers succeeded", 120);
   EXPECT_NE(out.find("peer 2 failed (signal 9)"), std::string::npos) << out;
   EXPECT_NE(out.find("3 of 4 peers succeeded, 1 distinct final model"), std::string::npos) << out;
   EXPECT_EQ(testing::capture_all(out, R"(final: peer \d members (\d))"), (std::vector<double>{3, 3, 3})) << out;
+}
+
+// One of 4 Python peers paused (SIGSTOP) for 2.5 × dead_after_s: the others cut it off and go on;
+// woken, it asks to be taken back, receives a member's model and its loop (peer.steps()) continues
+// at the run's step, not where it stopped: it mixes fewer rounds than the others, the run does not
+// wait for it to replay the ones it missed, and the four end with one model.
+TEST(PythonPeer, AStalledPeerIsTakenBackAtTheRunsStep) {
+  SKIP_WITHOUT_MODULE();
+  testing::TempDir dir;
+  const std::string log = dir.path() + "/run.log";
+  const int pid = start_four_python_peers(dir, "{kind: gossip, timeout_s: 60, heartbeat_s: 0.25, dead_after_s: 2}", 1200, log);
+  ASSERT_GT(pid, 0) << testing::read_file(log);
+  testing::wait_for_text(log, "step 100/", 60);
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  ::sleep(5);
+  ASSERT_EQ(::kill(pid, SIGCONT), 0);
+  const std::string out = testing::wait_for_text(log, "peers succeeded", 180);
+  EXPECT_NE(out.find("4 of 4 peers succeeded, 1 distinct final model"), std::string::npos) << out;
+  const std::vector<double> at = testing::capture_all(out, R"(\[peer 2\] peer 2: taken back as peer \d+ .* starting at step (\d+))");
+  ASSERT_EQ(at.size(), 1u) << out;
+  const std::vector<double> mixes = testing::capture_all(out, R"(final: peer 2 members 4 params_crc \w+ mixes (\d+))");
+  ASSERT_EQ(mixes.size(), 1u) << out;
+  std::smatch jump;
+  ASSERT_TRUE(std::regex_search(out, jump, std::regex(R"(rank 2 continues at step (\d+) after step (\d+))"))) << out;
+  const int to = std::stoi(jump[1]), from = std::stoi(jump[2]);
+  EXPECT_EQ(to, at[0]) << out;
+  EXPECT_GT(to, from + 1) << out;
+  EXPECT_EQ(mixes[0], 1200 - (to - from - 1)) << "every step but the skipped ones mixed once\n" << out;
+  EXPECT_EQ(testing::capture_all(out, R"(final: peer ([013]) members 4 params_crc \w+ mixes 1200\b)").size(), 3u) << out;
 }
 
 // gossip-consensus against 4 Python peers training a torch model: the tool's Ξ at the rounds it
@@ -280,7 +314,14 @@ expect("resume", lambda: gossip.Peer(x, config=")" + yaml + R"(", rank=0, resume
 expect("tracking", lambda: gossip.Peer(x, config=")" + tracking + R"(", rank=0), RuntimeError)
 expect("qgm", lambda: gossip.Peer(x, config=")" + qgm + R"(", rank=0), RuntimeError)
 expect("join", lambda: gossip.Peer(x, config=")" + yaml + R"(", join="tcp://127.0.0.1:99999"), RuntimeError)
-print("alone mix", peer.mix(0, x), "size", peer.size)
+print("alone mix", peer.mix(0, x), "size", peer.size, "next", peer.next_step)
+expect("again", lambda: peer.mix(0, x), RuntimeError)
+expect("skip", lambda: peer.mix(2, x), RuntimeError)
+def no_mix():
+    for step in peer.steps(5):
+        pass
+expect("steps", no_mix, RuntimeError)
+expect("count", lambda: next(peer.steps()), ValueError)
 )");
   const auto r = run_command(with_module(kPython + " " + script), 60);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -293,7 +334,11 @@ print("alone mix", peer.mix(0, x), "size", peer.size)
                            "tracking -> RuntimeError " + tracking + ": field 'algorithm.gradient_tracking': not for a library peer",
                            "qgm -> RuntimeError " + qgm + ": field 'optimizer.quasi_global_momentum': not for a library peer",
                            "join -> RuntimeError gossip::Peer: join endpoint 'tcp://127.0.0.1:99999' has port '99999'",
-                           "alone mix True size 1"})
+                           "alone mix True size 1 next 1",
+                           "again -> RuntimeError gossip::Peer: mix(step 0) out of order: this peer's next step is 1",
+                           "skip -> RuntimeError gossip::Peer: mix(step 2) out of order: this peer's next step is 1",
+                           "steps -> RuntimeError gossip: step 1 of Peer.steps() ended without mix(1, params)",
+                           "count -> ValueError gossip: Peer.steps() needs a count"})
     EXPECT_NE(r.output.find(want), std::string::npos) << want << "\n" << r.output;
 }
 

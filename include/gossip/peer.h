@@ -8,7 +8,10 @@
 //
 //   gossip::PeerOptions o = gossip::PeerOptions::from_environment();  // set by gossip-launch -- CMD
 //   gossip::Peer peer(o, params);                  // params: std::span<float>, the whole model
-//   for (int64_t step = 0; step < steps; ++step) { train_one_step(params); peer.mix(step, params); }
+//   for (int64_t step = peer.start_step(); step < peer.total_steps(); step = peer.next_step()) {
+//     train_one_step(params);                      // the caller's optimiser updates params
+//     if (!peer.mix(step, params)) break;          // false: this peer left the run
+//   }
 //   peer.average(params);                          // every peer ends with the exact average
 //   peer.close();
 //
@@ -84,6 +87,7 @@ class Peer {
   // every step; at the end every peer holds the exact average, when the algorithm has one.
   TrainSummary train();
   // The exchange for step `step` on `params` (the same size as at construction), in place.
+  // `step` must be next_step(): one call per step, in order (an error names any other).
   // False once this peer has left the run (leave()); then the caller stops.
   bool mix(int64_t step, std::span<float> params);
   // Every peer at the end: `params` becomes the exact average of all peers' buffers (push-sum:
@@ -109,6 +113,12 @@ class Peer {
   int size() const;             // peers in the current view
   uint32_t epoch() const;       // membership epoch: changes with every join, leave or crash
   int64_t start_step() const;   // the first step to train: 0, a joiner's step in the run, a checkpoint's
+  // The step to train next: start_step(), then one more after each mix(). A peer that stalled
+  // long enough for the others to cut it off is taken back by the run within its mix(): its buffer
+  // then holds its contact's model and next_step() jumps to the run's step (reset the optimiser's
+  // state there, as a joiner starts without any).
+  int64_t next_step() const;
+  int64_t total_steps() const;  // the run's length: PeerOptions::steps, the YAML's, or a joiner's welcome's
   size_t num_params() const;
 
  private:

@@ -142,6 +142,8 @@ int Peer::rank() const { return node().rank(); }
 int Peer::size() const { return node().size(); }
 uint32_t Peer::epoch() const { return node().epoch(); }
 int64_t Peer::start_step() const { return node().start_step(); }
+int64_t Peer::next_step() const { return node().next_step(); }
+int64_t Peer::total_steps() const { return node().total_steps(); }
 size_t Peer::num_params() const { return state_->floats; }
 
 }  // namespace gossip

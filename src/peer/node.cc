@@ -82,7 +82,20 @@ void Node::lower_trainer_priority() {
 
 bool Node::mix(int64_t step, std::span<float> params) {
   if (!external_) throw Error("gossip-peer", "mix() is for a library peer");
+  if (step != next_step())
+    throw Error("gossip::Peer", "mix(step " + std::to_string(step) + ") out of order: this peer's next step is " +
+                                    std::to_string(next_step()) +
+                                    " (one mix per step, in order from start_step; after the run takes back a "
+                                    "peer it had cut off, that peer continues at the run's step: loop on next_step)");
   external_->rebind(params);
+  const bool in_run = exchange(step);
+  int64_t next = step + 1;
+  if (hook_) hook_->rejoined(&next);  // taken back after a cut-off: the run's step
+  next_step_ = next;
+  return in_run;
+}
+
+bool Node::exchange(int64_t step) {
   if (!hook_) {  // alone: nothing to exchange
     if (checkpoint_due(step)) save_external_checkpoint(step + 1);
     return true;

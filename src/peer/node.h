@@ -52,7 +52,8 @@ class Node {
 
   TrainResult train();
   // A library peer, after its caller's step `step` on the buffer (rebound to `params`, the same
-  // size): the algorithm's exchange for that step. False once this peer has left the run.
+  // size): the algorithm's exchange for that step, which must be next_step(). False once this
+  // peer has left the run.
   bool mix(int64_t step, std::span<float> params);
   // A library peer at the end: the exact average of every peer's buffer into `params` (false when
   // it left the run or has no others).
@@ -73,6 +74,12 @@ class Node {
   // The first step this peer trains: 0, for a joiner the round its welcome named, after a resume
   // the checkpoint's step.
   int64_t start_step() const { return start_step_; }
+  // The step a library peer's next mix() is for: start_step(), then one more after each mix(), or
+  // the run's step when the run took this peer back after cutting it off (its buffer then holds
+  // the contact's model, as a joiner's does).
+  int64_t next_step() const { return next_step_.value_or(start_step_); }
+  // The run's length in steps (a joiner's from its welcome).
+  int64_t total_steps() const;
   // "final: peer ID test_acc ... params_crc ... sent_MB ...": the line gossip-launch reads.
   std::string final_line(const TrainResult& r) const;
   // Whether this peer takes part in a run with others (false: it trains alone).
@@ -88,7 +95,7 @@ class Node {
   void resume();
   void save_external_checkpoint(int64_t steps_done);
   model::Model& model();
-  int64_t total_steps() const;
+  bool exchange(int64_t step);  // mix()'s rounds on the rebound buffer
 
   NodeOptions options_;
   const RunConfig& cfg_;
@@ -98,6 +105,7 @@ class Node {
   std::string own_public_key_;
   std::chrono::steady_clock::time_point join_started_{};
   int64_t start_step_ = 0;
+  std::optional<int64_t> next_step_;  // a library peer's, once it has mixed
   // Destroyed in reverse order: metrics and the hook first; then the transport, whose comm
   // thread may still be sending zero-copy from the model's buffers (on an error path), so the
   // trainer owning those buffers goes after it; the control state, which the comm thread calls,

@@ -105,6 +105,8 @@ PYBIND11_MODULE(_gossip, m) {
       .def_property_readonly("size", &gossip::Peer::size)
       .def_property_readonly("epoch", &gossip::Peer::epoch)
       .def_property_readonly("start_step", &gossip::Peer::start_step)
+      .def_property_readonly("next_step", &gossip::Peer::next_step)
+      .def_property_readonly("total_steps", &gossip::Peer::total_steps)
       .def_property_readonly("num_params", &gossip::Peer::num_params);
   m.def(
       "params_crc", [](const py::buffer& params) { return gossip::params_crc(float_buffer(params, false)); },

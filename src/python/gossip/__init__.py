@@ -4,7 +4,7 @@
     model = MyNet()
     flat = gossip.flatten_parameters(model)    # one float32 tensor; the parameters view it
     peer = gossip.Peer(flat)                    # config and rank from gossip-launch CONFIG -- CMD
-    for step in range(peer.start_step, steps):  # 0, or a joiner's / a resumed run's first step
+    for step in peer.steps(steps):              # from 0, a joiner's or a resumed run's first step
         ...; loss.backward(); opt.step()        # the optimiser updates the views in place
         peer.mix(step, flat)                    # the YAML's algorithm, in place, no copy
     peer.average(flat)                          # every peer ends with the exact average
@@ -45,8 +45,22 @@ class Peer:
                                   rendezvous=rendezvous, resume=resume)
 
     def mix(self, step, params):
-        """The exchange for `step`, in place. False once this peer has left the run."""
+        """The exchange for `step` (next_step: one call per step, in order), in place. False once
+        this peer has left the run."""
         return self._peer.mix(step, _buffer(params))
+
+    def steps(self, count=None):
+        """The steps to train, each ended by one mix(step, params): from start_step up to `count`
+        (default: the run's length, total_steps). A peer that stalled until the others cut it off
+        is taken back within mix(): its buffer then holds its contact's model and the next step
+        is the run's (next_step jumps; reset the optimiser's state there, as a joiner starts)."""
+        end = self.total_steps if count is None else int(count)
+        if end <= 0:
+            raise ValueError("gossip: Peer.steps() needs a count: this run's length is not known (give Peer steps=)")
+        while (step := self._peer.next_step) < end:
+            yield step
+            if self._peer.next_step == step:
+                raise RuntimeError(f"gossip: step {step} of Peer.steps() ended without mix({step}, params)")
 
     def average(self, params):
         """At the end, on every peer: `params` becomes the exact average of all peers' models."""
@@ -79,6 +93,8 @@ class Peer:
     size = property(lambda self: self._peer.size)
     epoch = property(lambda self: self._peer.epoch)
     start_step = property(lambda self: self._peer.start_step)  # 0, a joiner's or a resumed peer's first step
+    next_step = property(lambda self: self._peer.next_step)  # the step the next mix() is for
+    total_steps = property(lambda self: self._peer.total_steps)  # the run's length (0: not known)
     num_params = property(lambda self: self._peer.num_params)
 
 
