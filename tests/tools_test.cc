@@ -138,6 +138,24 @@ TEST(GossipLaunch, StartsACommandPerRank) {
   EXPECT_NE(empty.output.find("nothing after '--'"), std::string::npos) << empty.output;
 }
 
+// The flags gossip-launch passes on to every peer are checked before any peer starts: one error,
+// not one per peer (it used to start all four, each printing the same line).
+TEST(GossipLaunch, PassedOnFlagsAreCheckedBeforeAnyPeerStarts) {
+  testing::TempDir dir;
+  const std::string yaml = dir.write("run.yaml", "peers: {count: 4, host: 127.0.0.1, base_port: 0}\n");
+  for (const auto& [flags, error] : std::vector<std::pair<std::string, std::string>>{
+           {"--epochs abc", "gossip-launch: flag --epochs wants a number, got 'abc'"},
+           {"--epochs -3", "gossip-launch: epochs must be between 0 and 1000000, not -3"},
+           {"--device gpu", "gossip-launch: device must be auto, cpu or cuda, not 'gpu'"},
+           {"--slowdown 0", "gossip-launch: slowdown must be between 1 and 1000, not 0"},
+           {"--min-step-ms -1", "gossip-launch: min_step_ms must be between 0 and 60000 (milliseconds), not -1"}}) {
+    const auto r = run_command(testing::bin("gossip-launch") + " " + yaml + " --plain " + flags);
+    EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
+    EXPECT_EQ(testing::count_of(r.output, error), 1u) << flags << "\n" << r.output;
+    EXPECT_EQ(r.output.find("started"), std::string::npos) << flags << "\n" << r.output;
+  }
+}
+
 // bench/plot.py, which every bench script draws its SVG with: one bar (and whisker) per row, one
 // line per series, and a clear error for a file with nothing to draw.
 TEST(BenchPlots, BarsAndLinesFromTheScriptsFiles) {

@@ -283,6 +283,17 @@ std::vector<std::string> command_env(const std::string& config, int rank, int si
   return env;
 }
 
+// The flags passed on to every gossip-peer, checked once here as each peer would check them (else
+// every peer starts and prints the same error).
+void check_passed_on_flags(const gossip::Flags& flags, gossip::peer::RunConfig cfg) {
+  gossip::peer::ConfigOverrides o;
+  if (flags.has("device")) o.device = flags.get_string("device");
+  if (flags.has("epochs")) o.epochs = flags.get_double("epochs");
+  if (flags.has("slowdown")) o.slowdown = flags.get_double("slowdown");
+  if (flags.has("min-step-ms")) o.min_step_ms = flags.get_double("min-step-ms");
+  gossip::peer::apply_overrides(cfg, o, "gossip-launch");
+}
+
 // Starts the live view when the output is a terminal (not with --plain or TERM=dumb). Returns the
 // environment entry that asks the peers for live lines — twice a second, or as often as
 // GOSSIP_LIVE_S in the launcher's environment says (src/peer/live_ticker.h) — or "" without it.
@@ -333,6 +344,7 @@ int run(int argc, char** argv) {
   }
   const std::string config = flags.positional()[0];
   gossip::peer::RunConfig cfg = gossip::peer::load_config(config);  // fails early on a bad YAML
+  check_passed_on_flags(flags, cfg);
   const int n = cfg.peers.count();
   const std::string peer_bin = flags.get_string("peer");
   if (command.empty() && ::access(peer_bin.c_str(), X_OK) != 0) throw gossip::Error("gossip-launch", "peer binary " + peer_bin + " is not executable");

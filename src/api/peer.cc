@@ -6,7 +6,6 @@
 #include "common/endpoint.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "kernels/backend.h"
 #include "peer/config.h"
 #include "peer/node.h"
 #include "wire/wire_format.h"
@@ -51,21 +50,7 @@ peer::NodeOptions node_options(const PeerOptions& options, const std::atomic<boo
   peer::NodeOptions o;
   o.config = peer::load_config(options.config);
   peer::RunConfig& cfg = o.config;
-  if (!options.device.empty()) {
-    const std::optional<kernels::Device> device = kernels::parse_device(options.device);
-    if (!device) throw Error("gossip::Peer", "device must be auto, cpu or cuda, not '" + options.device + "'");
-    cfg.device = *device;
-  }
-  if (options.epochs) {
-    if (!(*options.epochs >= 0 && *options.epochs <= 1e6))  // optimizer.epochs' own range
-      throw Error("gossip::Peer", "epochs must be between 0 and 1000000, not " + number_text(*options.epochs));
-    cfg.train.epochs = *options.epochs;
-  }
-  if (!(options.slowdown >= 1 && options.slowdown <= 1000)) throw Error("gossip::Peer", "slowdown must be between 1 and 1000");
-  cfg.slowdown = options.slowdown;
-  if (!(options.min_step_ms >= 0 && options.min_step_ms <= 60000))
-    throw Error("gossip::Peer", "min_step_ms must be between 0 and 60000 (milliseconds)");
-  cfg.min_step_ms = options.min_step_ms;
+  peer::apply_overrides(cfg, {options.device, options.epochs, options.slowdown, options.min_step_ms}, "gossip::Peer");
   if (options.join) {
     if (options.resume) throw Error("gossip::Peer", "a joiner does not resume: the run gives it its model and step");
     for (const auto& [what, endpoint] : {std::pair{"join", *options.join}, std::pair{"bind", options.bind}})

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -145,6 +146,16 @@ RunConfig load_config(const std::string& path);
 RunConfig parse_config(const std::string& yaml_text, const std::string& file_name);
 
 std::string algorithm_name(Algorithm a);
+
+// One peer's overrides of the YAML (gossip-peer's and gossip-launch's flags, gossip::PeerOptions).
+struct ConfigOverrides {
+  std::string device;              // "auto", "cpu" or "cuda" ("": the YAML's)
+  std::optional<double> epochs;    // optimizer.epochs, in its range 0..1e6
+  double slowdown = 1;             // 1..1000
+  double min_step_ms = 0;          // 0..60000
+};
+// Applies `o` to `cfg`; an override out of its range is a gossip::Error from `who`, naming it.
+void apply_overrides(RunConfig& cfg, const ConfigOverrides& o, const std::string& who);
 
 // The settings every peer of a run must have alike for their exchanges to work and their models
 // to stay one (algorithm, topology, wire format, checksum setting, the steps of the collectives,

@@ -1,5 +1,8 @@
-// The data:, model: and optimizer: sections of a run's YAML.
+// The data:, model: and optimizer: sections of a run's YAML, and one peer's overrides of them.
 #include <cstdlib>
+
+#include "common/error.h"
+#include "common/log.h"
 
 #include "peer/map_reader.h"
 #include "model/text_corpus.h"
@@ -145,3 +148,26 @@ void parse_train(MapReader& top, RunConfig& cfg) {
 }
 
 }  // namespace gossip::peer::config_detail
+
+namespace gossip::peer {
+
+void apply_overrides(RunConfig& cfg, const ConfigOverrides& o, const std::string& who) {
+  if (!o.device.empty()) {
+    const std::optional<kernels::Device> device = kernels::parse_device(o.device);
+    if (!device) throw Error(who, "device must be auto, cpu or cuda, not '" + escape_for_log(o.device) + "'");
+    cfg.device = *device;
+  }
+  if (o.epochs) {
+    if (!(*o.epochs >= 0 && *o.epochs <= 1e6))  // optimizer.epochs' own range
+      throw Error(who, "epochs must be between 0 and 1000000, not " + number_text(*o.epochs));
+    cfg.train.epochs = *o.epochs;
+  }
+  if (!(o.slowdown >= 1 && o.slowdown <= 1000))
+    throw Error(who, "slowdown must be between 1 and 1000, not " + number_text(o.slowdown));
+  cfg.slowdown = o.slowdown;
+  if (!(o.min_step_ms >= 0 && o.min_step_ms <= 60000))
+    throw Error(who, "min_step_ms must be between 0 and 60000 (milliseconds), not " + number_text(o.min_step_ms));
+  cfg.min_step_ms = o.min_step_ms;
+}
+
+}  // namespace gossip::peer
