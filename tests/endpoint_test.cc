@@ -34,6 +34,17 @@ TEST(EndpointProblem, AcceptsWhatPeersBindAndNamesWhatIsWrong) {
   }
 }
 
+// A member of a run between processes: tcp:// or ipc:// (the YAML's peer list, a join request's
+// endpoint, gossip::Peer's join/bind), and the same checks of the rest.
+TEST(PeerEndpointProblem, TcpAndIpcOnly) {
+  for (const char* good : {"tcp://127.0.0.1:0", "tcp://[::1]:5555", "ipc:///tmp/run/peer-0"})
+    EXPECT_EQ(peer_endpoint_problem(good), std::nullopt) << good;
+  EXPECT_EQ(peer_endpoint_problem("inproc://a"), "must start with tcp:// or ipc://");
+  EXPECT_EQ(peer_endpoint_problem("udp://1.2.3.4:5"), "must start with tcp:// or ipc://");
+  EXPECT_EQ(peer_endpoint_problem("tcp://127.0.0.1:99999"), "has port '99999' (expected a number in 0..65535)");
+  EXPECT_EQ(peer_endpoint_problem("ipc://"), "has no path after ipc://");
+}
+
 TEST(BindsAnyPort, OnlyTcpPortZero) {
   EXPECT_TRUE(binds_any_port("tcp://127.0.0.1:0"));
   EXPECT_FALSE(binds_any_port("tcp://127.0.0.1:10"));

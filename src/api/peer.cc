@@ -54,7 +54,7 @@ peer::NodeOptions node_options(const PeerOptions& options, const std::atomic<boo
   if (options.join) {
     if (options.resume) throw Error("gossip::Peer", "a joiner does not resume: the run gives it its model and step");
     for (const auto& [what, endpoint] : {std::pair{"join", *options.join}, std::pair{"bind", options.bind}})
-      if (std::optional<std::string> why = endpoint_problem(endpoint))
+      if (std::optional<std::string> why = peer_endpoint_problem(endpoint))
         throw Error("gossip::Peer", std::string(what) + " endpoint '" + escape_for_log(endpoint) + "' " + *why);
     o.join = options.join;
     o.bind = options.bind;

@@ -29,6 +29,11 @@ std::optional<std::string> endpoint_problem(const std::string& ep) {
   return std::nullopt;
 }
 
+std::optional<std::string> peer_endpoint_problem(const std::string& ep) {
+  if (ep.rfind("tcp://", 0) != 0 && ep.rfind("ipc://", 0) != 0) return "must start with tcp:// or ipc://";
+  return endpoint_problem(ep);
+}
+
 bool binds_any_port(const std::string& ep) {
   return ep.rfind("tcp://", 0) == 0 && ep.size() > 2 && ep.compare(ep.size() - 2, 2, ":0") == 0;
 }

@@ -11,6 +11,9 @@ namespace gossip {
 // inproc://NAME. Said before anything is bound or dialled, so a typo is an error naming it
 // rather than ZeroMQ's "Invalid argument" or a join that waits for an answer from nowhere.
 std::optional<std::string> endpoint_problem(const std::string& endpoint);
+// As endpoint_problem, for a member of a run over ZeroMQ between processes: tcp:// or ipc:// only
+// (inproc:// is one process's).
+std::optional<std::string> peer_endpoint_problem(const std::string& endpoint);
 
 // True for tcp://host:0, an endpoint that binds any free port and is found through a rendezvous.
 bool binds_any_port(const std::string& endpoint);

@@ -114,9 +114,7 @@ void parse_peers(MapReader& top, RunConfig& cfg) {
       p.read_number("id", e.id, 0, 1 << 20);
       if (!p.has("endpoint")) p.fail(node[i], "missing field 'endpoint'");
       p.read_string("endpoint", e.endpoint);
-      if (e.endpoint.rfind("tcp://", 0) != 0 && e.endpoint.rfind("ipc://", 0) != 0)
-        p.fail(p.get("endpoint"), "endpoint '" + escape_for_log(e.endpoint) + "' must start with tcp:// or ipc://", "endpoint");
-      if (std::optional<std::string> why = endpoint_problem(e.endpoint))
+      if (std::optional<std::string> why = peer_endpoint_problem(e.endpoint))
         p.fail(p.get("endpoint"), "endpoint '" + escape_for_log(e.endpoint) + "' " + *why, "endpoint");
       if (!ids.insert(e.id).second) p.fail(node[i], "duplicate peer id " + std::to_string(e.id), "id");
       if (!binds_any_port(e.endpoint) && !endpoints.insert(e.endpoint).second)

@@ -138,11 +138,9 @@ class ZmqTransport final : public MembershipPort {
                  uint64_t nonce) override;
   void forget_join_requests() override;
   std::string own_endpoint() const override { return bound_endpoint_; }
-  // A joiner's endpoint this transport can dial: tcp:// or ipc://, well formed (endpoint_problem),
+  // A joiner's endpoint this transport can dial: tcp:// or ipc://, well formed (peer_endpoint_problem),
   // so no join request can make a member's comm thread dial what ZeroMQ refuses.
-  bool accepts_endpoint(const std::string& endpoint) const override {
-    return (endpoint.rfind("tcp://", 0) == 0 || endpoint.rfind("ipc://", 0) == 0) && !endpoint_problem(endpoint);
-  }
+  bool accepts_endpoint(const std::string& endpoint) const override { return !peer_endpoint_problem(endpoint); }
   std::string public_key() const override { return options_.curve_public; }
   Mailbox& mailbox() override { return mailbox_; }
 
