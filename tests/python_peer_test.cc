@@ -308,6 +308,9 @@ expect("float64", lambda: peer.mix(0, np.ones(100)), TypeError)
 expect("strided", lambda: peer.mix(0, np.ones(200, dtype=np.float32)[::2]), ValueError)
 expect("size", lambda: peer.mix(0, np.ones(99, dtype=np.float32)), RuntimeError)
 expect("rank", lambda: gossip.Peer(x, config=")" + yaml + R"(", rank=3), RuntimeError)
+expect("negative rank", lambda: gossip.Peer(x, config=")" + yaml + R"(", rank=-1), RuntimeError)
+expect("no rank", lambda: gossip.Peer(x, config=")" + yaml + R"("), ValueError)
+expect("negative steps", lambda: gossip.Peer(x, config=")" + yaml + R"(", rank=0, steps=-5), RuntimeError)
 expect("yaml", lambda: gossip.Peer(x, config="/nonexistent.yaml", rank=0), RuntimeError)
 expect("env", lambda: gossip.Peer(x), RuntimeError)
 expect("resume", lambda: gossip.Peer(x, config=")" + yaml + R"(", rank=0, resume=True), RuntimeError)
@@ -328,7 +331,11 @@ expect("count", lambda: next(peer.steps()), ValueError)
   for (const std::string& want : std::vector<std::string>{"float64 -> TypeError gossip: the parameters must be float32",
                            "strided -> ValueError gossip: the parameters must be one contiguous buffer",
                            "size -> RuntimeError gossip::Peer: a buffer of 99 floats, but this run's model has 100",
-                           "rank -> RuntimeError", "is outside 0..0", "yaml -> RuntimeError /nonexistent.yaml",
+                           "rank -> RuntimeError", "is outside 0..0",
+                           "negative rank -> RuntimeError " + yaml + ": rank -1 is outside 0..0",
+                           "no rank -> ValueError gossip.Peer: give rank=",
+                           "negative steps -> RuntimeError gossip::Peer: steps must be between 0 (the YAML's) and 1e12, not -5",
+                           "yaml -> RuntimeError /nonexistent.yaml",
                            "env -> RuntimeError gossip::Peer: GOSSIP_CONFIG is not set",
                            "resume -> RuntimeError " + yaml + ": --resume needs a 'checkpoint: {dir: ...}' section",
                            "tracking -> RuntimeError " + tracking + ": field 'algorithm.gradient_tracking': not for a library peer",

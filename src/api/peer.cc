@@ -77,6 +77,8 @@ peer::NodeOptions node_options(const PeerOptions& options, const std::atomic<boo
 
 Peer::Peer(const PeerOptions& options, std::span<float> params) : state_(std::make_unique<State>()) {
   if (params.empty()) throw Error("gossip::Peer", "the parameter buffer is empty");
+  if (options.steps < 0 || options.steps > 1000000000000)  // optimizer.steps' own range
+    throw Error("gossip::Peer", "steps must be between 0 (the YAML's) and 1e12, not " + std::to_string(options.steps));
   peer::NodeOptions o = node_options(options, &state_->leave);
   o.external = params;
   o.external_steps = options.steps > 0 ? options.steps : o.config.train.steps;

@@ -44,7 +44,7 @@ std::unique_ptr<gossip::Peer> make_peer(const py::buffer& params, std::optional<
   if (join) {
     o.join = join;
     o.bind = bind;
-  } else if (o.rank < 0) {
+  } else if (!rank && o.rank < 0) {  // (a rank given is checked against the YAML's peers)
     throw py::value_error("gossip.Peer: give rank= (or start the script with gossip-launch CONFIG -- CMD)");
   }
   if (rendezvous) o.rendezvous_dir = *rendezvous;
