@@ -36,6 +36,16 @@ TEST(GossipTopology, BadInputIsExitCodeTwo) {
   EXPECT_EQ(run_command(testing::bin("gossip-topology") + " --n 0").exit_code, 2);
   EXPECT_EQ(run_command(testing::bin("gossip-topology") + " --nodes 3").exit_code, 2);
   EXPECT_EQ(run_command(testing::bin("gossip-topology") + " --topology torus --n 7 --rows 2").exit_code, 2);
+  // Sizes are checked before they narrow to int or fill the memory (these ran out of time or RAM).
+  for (const auto& [flags, error] : std::vector<std::pair<std::string, std::string>>{
+           {"--n 4294967297", "--n must be in 1..4096, got 4294967297"},
+           {"--dim 100000000", "--dim must be in 1..1000000, got 100000000"},
+           {"--n 4096 --dim 10000", "--n × --dim must be at most 33554432"},
+           {"--rounds 1000000 --n 4096", "--rounds × --n × --dim must be at most 2e9"}}) {
+    const auto bad = run_command(testing::bin("gossip-topology") + " " + flags);
+    EXPECT_EQ(bad.exit_code, 2) << flags << "\n" << bad.output;
+    EXPECT_NE(bad.output.find(error), std::string::npos) << flags << "\n" << bad.output;
+  }
 }
 
 TEST(GossipTopology, EdgeListFromAConfig) {

@@ -1,5 +1,6 @@
 // gossip-topology: prints a graph's neighbours and weights per rank, ρ and the spectral gap, and
 // simulates pure averaging, printing the consensus distance per round. --format json for scripts.
+#include <cstdint>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -7,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/flags.h"
+#include "common/log.h"
 #include "peer/config.h"
 #include "topology/analysis.h"
 #include "topology/topology.h"
@@ -98,6 +100,14 @@ int run(int argc, char** argv) {
     std::fputs(flags.usage().c_str(), stdout);
     return 0;
   }
+  // A flag's integer in [lo, hi], checked before it narrows (--n 4294967297 is not 1).
+  auto bounded = [&](const char* name, int64_t lo, int64_t hi) {
+    const int64_t v = flags.get_int(name);
+    if (v < lo || v > hi)
+      throw Error("gossip-topology", "--" + std::string(name) + " must be in " + std::to_string(lo) + ".." +
+                                         std::to_string(hi) + ", got " + std::to_string(v));
+    return static_cast<int>(v);
+  };
   topology::Graph graph;
   int n;
   if (flags.has("config")) {
@@ -106,16 +116,20 @@ int run(int argc, char** argv) {
     n = cfg.peers.count();
   } else {
     graph.kind = topology::parse_kind(flags.get_string("topology"));
-    graph.torus_rows = static_cast<int>(flags.get_int("rows"));
+    graph.torus_rows = bounded("rows", 0, 4096);
     graph.seed = static_cast<uint64_t>(flags.get_int("seed"));
-    n = static_cast<int>(flags.get_int("n"));
+    n = bounded("n", 1, 4096);
     if (graph.kind == topology::Kind::kEdgeList)
       throw Error("gossip-topology", "edge_list needs --config with a topology.edges list");
   }
-  if (n < 1 || n > 4096) throw Error("gossip-topology", "--n must be in 1..4096, got " + std::to_string(n));
-  const int rounds = static_cast<int>(flags.get_int("rounds"));
-  const int dim = static_cast<int>(flags.get_int("dim"));
-  if (rounds < 0 || dim < 1) throw Error("gossip-topology", "--rounds must be >= 0 and --dim >= 1");
+  const int rounds = bounded("rounds", 0, 1000000), dim = bounded("dim", 1, 1000000);
+  // The simulation holds 2·n·dim doubles and costs about rounds·n·dim·degree.
+  if (int64_t(n) * dim > (int64_t(1) << 25))
+    throw Error("gossip-topology", "--n × --dim must be at most 33554432 (the simulation's 2·n·dim doubles), got " +
+                                       std::to_string(int64_t(n) * dim));
+  if (double(rounds) * n * dim > 2e9)
+    throw Error("gossip-topology", "--rounds × --n × --dim must be at most 2e9 (the simulation's work), got " +
+                                       number_text(double(rounds) * n * dim));
   const std::string format = flags.get_string("format");
   if (format != "text" && format != "json") throw Error("gossip-topology", "--format must be text or json");
 
